@@ -1,0 +1,127 @@
+"""Column and table definitions as the decoder knows them (TABLE_MAP plus optional metadata or schema).
+
+Python values the decoder produces, per column type (the contract for every layer above):
+
+============================  ===============================================================
+MySQL type                    Python value
+============================  ===============================================================
+TINY/SHORT/INT24/LONG/LONGLONG ``int`` (unsigned when the column is unsigned)
+FLOAT, DOUBLE                 ``float``
+DECIMAL, NEWDECIMAL           ``decimal.Decimal`` (exact, up to 65 digits)
+YEAR                          ``int`` (``0`` for the zero year)
+DATE                          ``datetime.date``; zero or partial dates (``0000-00-00``,
+                              ``2020-00-10``) -> ``None``
+TIME, TIME2                   ``datetime.timedelta`` (negative and over 24 h as stored)
+DATETIME, DATETIME2           naive ``datetime.datetime``; zero/partial -> ``None``
+TIMESTAMP, TIMESTAMP2         ``datetime.datetime`` in UTC (tz-aware); zero -> ``None``
+CHAR/VARCHAR/TEXT             ``str`` decoded with the column's charset
+BINARY/VARBINARY/BLOB         ``bytes``
+ENUM                          ``str`` label when labels are known, else ``int`` index
+SET                           ``str`` of comma-joined labels (MySQL's text form) when known,
+                              else ``int`` bitmask
+BIT                           ``int``
+JSON                          Python object (``dict``/``list``/``str``/``int``/``float``/
+                              ``Decimal``/``bool``/``None``); a top-level JSON ``null``
+                              document is :data:`JSON_NULL`, so it differs from SQL NULL
+GEOMETRY                      ``bytes``: 4-byte SRID then WKB, as MySQL stores it
+VECTOR                        ``list[float]`` (float32 values)
+============================  ===============================================================
+
+SQL NULL is ``None``. A column absent from a MINIMAL/NOBLOB row image is absent from the row dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_provider_binlog.binlog.constants import ColumnType
+
+BINARY_COLLATION = 63
+
+
+class _JsonNull:
+    """The JSON ``null`` document (as opposed to SQL NULL, which is ``None``)."""
+
+    _instance: _JsonNull | None = None
+
+    def __new__(cls) -> _JsonNull:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "JSON_NULL"
+
+    def __reduce__(self) -> str:
+        return "JSON_NULL"
+
+
+JSON_NULL = _JsonNull()
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDef:
+    """One column as far as the binlog (and, when needed, ``information_schema``) tells.
+
+    :param name: column name, or ``@N`` (1-based) when unknown.
+    :param type: the real type (ENUM/SET resolved from STRING metadata, etc.).
+    :param meta: the raw per-type metadata from the TABLE_MAP, as the row decoder needs it.
+    :param nullable: from the TABLE_MAP null bitmap.
+    :param unsigned: numeric signedness (``False`` when unknown).
+    :param collation: collation id for character columns (63 = binary), ``None`` when unknown.
+    :param charset: Python codec name for character columns, ``None`` for binary/unknown.
+    :param precision: DECIMAL precision.
+    :param scale: DECIMAL scale.
+    :param fsp: fractional-seconds precision of temporal types.
+    :param max_length: declared maximum length in bytes for string/blob types, when known.
+    :param enum_values: ENUM labels, when known.
+    :param set_values: SET labels, when known.
+    :param geometry_type: geometry subtype code, when known.
+    :param vector_dimensions: VECTOR dimensionality, when known.
+    :param visible: ``False`` for invisible columns.
+    """
+
+    name: str
+    type: ColumnType
+    meta: int = 0
+    nullable: bool = True
+    unsigned: bool = False
+    collation: int | None = None
+    charset: str | None = None
+    precision: int | None = None
+    scale: int | None = None
+    fsp: int | None = None
+    max_length: int | None = None
+    enum_values: tuple[str, ...] | None = None
+    set_values: tuple[str, ...] | None = None
+    geometry_type: int | None = None
+    vector_dimensions: int | None = None
+    visible: bool = True
+
+    @property
+    def is_binary(self) -> bool:
+        return self.collation == BINARY_COLLATION
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """A table's columns at one point of the binlog.
+
+    :param schema: database name.
+    :param table: table name.
+    :param columns: columns in table order.
+    :param primary_key: names of the primary-key columns (empty if the table has none or it is unknown).
+    """
+
+    schema: str
+    table: str
+    columns: tuple[ColumnDef, ...]
+    primary_key: tuple[str, ...] = ()
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)

@@ -1,0 +1,114 @@
+"""The change model: what the instance hands to consumers, in the server's commit order.
+
+Entries are :class:`RowChange` (one row of a row event), :class:`DdlEntry` (DDL or TRUNCATE) and
+:class:`TransactionEnd` (the XID or COMMIT that closes a transaction; an ack point).
+Every entry has an :class:`OrderKey` that sorts entries exactly as the server committed them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from airflow_provider_binlog.binlog.columns import TableSchema
+from airflow_provider_binlog.binlog.position import BinlogPosition
+
+
+class Op(str, enum.Enum):
+    """The kind of a row change."""
+
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+class OrderKey(NamedTuple):
+    """Total order of entries: binlog file number, event offset, index inside a compressed
+    transaction payload (-1 outside one), row index inside the event."""
+
+    file_number: int
+    pos: int
+    payload_index: int
+    row_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    """One changed row.
+
+    :param destination: the subscription the change was read for.
+    :param schema: source database.
+    :param table: source table.
+    :param op: insert, update or delete.
+    :param before: row image before the change (update, delete), keyed by column name.
+    :param after: row image after the change (insert, update), keyed by column name.
+    :param primary_key: names of the primary-key columns.
+    :param position: position of the row event.
+    :param end_position: position just past the row event.
+    :param gtid: GTID of the transaction (``uuid:n``, ``uuid:tag:n`` or MariaDB ``d-s-n``), if any.
+    :param timestamp: commit time, seconds since the epoch (from the event header).
+    :param order_key: sorts changes as the server committed them.
+    :param table_schema: the table's columns as of this change (shared, not copied per row).
+    """
+
+    destination: str
+    schema: str
+    table: str
+    op: Op
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    primary_key: tuple[str, ...]
+    position: BinlogPosition
+    end_position: BinlogPosition
+    gtid: str | None
+    timestamp: int
+    order_key: OrderKey
+    table_schema: TableSchema | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+class DdlKind(str, enum.Enum):
+    DDL = "ddl"
+    TRUNCATE = "truncate"
+
+
+@dataclass(frozen=True, slots=True)
+class DdlEntry:
+    """A DDL statement (or TRUNCATE) in the stream; it ends its own transaction and is an ack point.
+
+    :param table: the table it affects, ``None`` when not about one table (e.g. CREATE DATABASE).
+    :param sql: the statement text as logged.
+    :param table_schema: the table's columns after the statement, when known.
+    """
+
+    destination: str
+    schema: str
+    table: str | None
+    kind: DdlKind
+    sql: str
+    position: BinlogPosition
+    end_position: BinlogPosition
+    gtid: str | None
+    timestamp: int
+    order_key: OrderKey
+    table_schema: TableSchema | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionEnd:
+    """The XID or COMMIT that closes a transaction: the place a cursor may point to."""
+
+    destination: str
+    position: BinlogPosition
+    end_position: BinlogPosition
+    gtid: str | None
+    timestamp: int
+    order_key: OrderKey
+    server_id: int = 0
+
+
+Entry = RowChange | DdlEntry | TransactionEnd
