@@ -1,0 +1,1 @@
+"""Throwaway local services for the demo, the benchmarks and the test suite (not for production)."""

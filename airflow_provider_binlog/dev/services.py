@@ -1,0 +1,295 @@
+"""Start real MariaDB and ZooKeeper servers as plain processes on free loopback ports.
+
+Used by the test harness, the benchmarks and the demo. Each server lives in its own temporary
+directory and is stopped (and its directory removed) by :meth:`stop`. A server that does not come
+up fails fast with :class:`ServiceStartError` carrying the tail of its own log.
+
+Binaries come from Debian's ``mariadb-server`` and ``zookeeper`` packages (``dev.sh setup``
+installs them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from airflow_provider_binlog.errors import BinlogCdcError
+
+ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+_LIVE: list[Any] = []
+
+
+class ServiceStartError(BinlogCdcError):
+    """A local service did not start; the message carries the tail of its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _find(*candidates: str) -> str:
+    for c in candidates:
+        found = shutil.which(c) or (c if os.path.exists(c) else None)
+        if found:
+            return found
+    raise ServiceStartError(f"none of {', '.join(candidates)} found; run `bash dev.sh setup` first")
+
+
+def _stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 15.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for service in list(_LIVE):
+        with contextlib.suppress(Exception):
+            service.stop()
+
+
+@dataclass
+class MariaDbServer:
+    """A throwaway MariaDB with the binlog on, ROW format, FULL images and GTIDs.
+
+    :param row_metadata: ``binlog_row_metadata``: ``FULL`` or ``MINIMAL``.
+    :param checksum: ``binlog_checksum``: ``CRC32`` or ``NONE``.
+    :param server_id: the server's ``server_id``.
+    :param extra_args: more ``mariadbd`` options.
+    """
+
+    row_metadata: str = "FULL"
+    checksum: str = "CRC32"
+    server_id: int = 1
+    extra_args: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 0
+    root_user: str = "cdc_admin"
+    root_password: str = field(default_factory=lambda: secrets.token_hex(12), repr=False)
+    repl_user: str = "cdc_repl"
+    repl_password: str = field(default_factory=lambda: secrets.token_hex(12), repr=False)
+    basedir: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def datadir(self) -> Path:
+        assert self.basedir is not None, "server not started"
+        return self.basedir / "data"
+
+    @property
+    def socket_path(self) -> Path:
+        assert self.basedir is not None, "server not started"
+        return self.basedir / "mysqld.sock"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.basedir is not None, "server not started"
+        return self.basedir / "error.log"
+
+    def start(self) -> MariaDbServer:
+        """Create the data directory (first time only), start the server, create the users."""
+        first = self.basedir is None
+        if first:
+            self.basedir = Path(tempfile.mkdtemp(prefix="binlog-cdc-mariadb-"))
+            self.port = self.port or free_port()
+            install = _find("mariadb-install-db", "mysql_install_db")
+            out = subprocess.run(
+                [install, "--no-defaults", f"--datadir={self.datadir}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                capture_output=True, text=True, check=False,
+            )
+            if out.returncode != 0:
+                raise ServiceStartError(f"mariadb-install-db failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+            _LIVE.append(self)
+        self._launch()
+        if first:
+            self._create_users()
+        return self
+
+    def _launch(self) -> None:
+        mariadbd = _find("mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
+        args = [
+            mariadbd, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
+            f"--socket={self.socket_path}", f"--bind-address={self.host}", "--user=root",
+            f"--pid-file={self.basedir}/mysqld.pid", f"--log-error={self.log_path}",
+            "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
+            f"--binlog-row-metadata={self.row_metadata}", f"--binlog-checksum={self.checksum}",
+            f"--server-id={self.server_id}", "--gtid-strict-mode=ON", "--log-slave-updates=ON",
+            "--skip-name-resolve", "--default-time-zone=+00:00", "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci", "--max-allowed-packet=256M",
+            "--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
+            "--innodb-log-file-size=256M", "--max-connections=500", "--expire-logs-days=0",
+            *self.extra_args,
+        ]
+        with open(self.basedir / "stdout.log", "ab") as out:  # type: ignore[operator]
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceStartError(
+                    f"mariadbd exited with {self.proc.returncode} on port {self.port}; log tail:\n"
+                    f"{_tail(self.log_path)}\n{_tail(self.basedir / 'stdout.log')}"  # type: ignore[operator]
+                )
+            try:
+                pymysql.connect(unix_socket=str(self.socket_path), user="root", connect_timeout=1).close()
+                return
+            except pymysql.err.MySQLError:
+                time.sleep(0.1)
+        _stop_process(self.proc)
+        raise ServiceStartError(f"mariadbd did not answer within 60 s; log tail:\n{_tail(self.log_path)}")
+
+    def _create_users(self) -> None:
+        conn = pymysql.connect(unix_socket=str(self.socket_path), user="root", autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (self.root_user, self.root_password))
+                cur.execute("GRANT ALL PRIVILEGES ON *.* TO %s@'%%' WITH GRANT OPTION", (self.root_user,))
+                cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (self.repl_user, self.repl_password))
+                cur.execute(
+                    "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO %s@'%%'", (self.repl_user,)
+                )
+        finally:
+            conn.close()
+
+    def connect(self, database: str | None = None, user: str | None = None, **kwargs: Any) -> pymysql.Connection:
+        """An autocommit connection over TCP, as the admin user unless ``user`` is the replication user."""
+        password = self.repl_password if user == self.repl_user else self.root_password
+        return pymysql.connect(
+            host=self.host, port=self.port, user=user or self.root_user, password=password,
+            database=database, autocommit=True, charset="utf8mb4", **kwargs,
+        )
+
+    def execute(self, sql: str, args: Any = None, database: str | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement as the admin user and return its rows."""
+        conn = self.connect(database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
+    def log_tail(self, lines: int = 30) -> str:
+        return _tail(self.log_path, lines)
+
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop the server; remove its directory unless ``keep_data`` (then :meth:`start` restarts it)."""
+        _stop_process(self.proc)
+        self.proc = None
+        if not keep_data and self.basedir is not None:
+            shutil.rmtree(self.basedir, ignore_errors=True)
+            self.basedir = None
+            with contextlib.suppress(ValueError):
+                _LIVE.remove(self)
+
+    def restart(self) -> None:
+        self.stop(keep_data=True)
+        self._launch()
+
+
+@dataclass
+class ZooKeeperServer:
+    """A throwaway standalone ZooKeeper (Debian's jars) on a free loopback port.
+
+    :param tick_ms: ``tickTime``; session timeouts may go down to two ticks.
+    """
+
+    tick_ms: int = 500
+    host: str = "127.0.0.1"
+    port: int = 0
+    basedir: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def hosts(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.basedir is not None, "server not started"
+        return self.basedir / "zookeeper.log"
+
+    def start(self) -> ZooKeeperServer:
+        if self.basedir is None:
+            self.basedir = Path(tempfile.mkdtemp(prefix="binlog-cdc-zk-"))
+            self.port = self.port or free_port()
+            (self.basedir / "data").mkdir()
+            (self.basedir / "zoo.cfg").write_text(
+                f"tickTime={self.tick_ms}\ninitLimit=10\nsyncLimit=5\n"
+                f"dataDir={self.basedir / 'data'}\nclientPort={self.port}\n"
+                f"clientPortAddress={self.host}\nadmin.enableServer=false\n"
+                "4lw.commands.whitelist=ruok,srvr,stat,mntr\nmaxClientCnxns=0\n"
+                "autopurge.purgeInterval=0\n"
+            )
+            _LIVE.append(self)
+        java = _find("java")
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", ZOOKEEPER_CLASSPATH,
+                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.basedir / "zoo.cfg")],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceStartError(
+                    f"ZooKeeper exited with {self.proc.returncode} on port {self.port}; log tail:\n{_tail(self.log_path)}"
+                )
+            if self.four_letter("ruok") == "imok":
+                return self
+            time.sleep(0.1)
+        _stop_process(self.proc)
+        raise ServiceStartError(f"ZooKeeper did not answer within 60 s; log tail:\n{_tail(self.log_path)}")
+
+    def four_letter(self, word: str) -> str:
+        """Send a four-letter command; return the answer, or "" if the server does not answer."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1) as s:
+                s.sendall(word.encode())
+                chunks = []
+                while data := s.recv(4096):
+                    chunks.append(data)
+                return b"".join(chunks).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, keep_data: bool = False) -> None:
+        _stop_process(self.proc)
+        self.proc = None
+        if not keep_data and self.basedir is not None:
+            shutil.rmtree(self.basedir, ignore_errors=True)
+            self.basedir = None
+            with contextlib.suppress(ValueError):
+                _LIVE.remove(self)
+
+    def restart(self) -> None:
+        self.stop(keep_data=True)
+        self.start()

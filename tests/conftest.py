@@ -1,0 +1,106 @@
+"""The test harness: real services as plain processes on free loopback ports, session-scoped.
+
+Fixtures
+--------
+``mariadb``             MariaDB, binlog ROW/FULL image/FULL row metadata, CRC32, GTIDs.
+``mariadb_minimal``     the same with ``binlog_row_metadata=MINIMAL``.
+``mariadb_nochecksum``  the same with ``binlog_checksum=NONE``.
+``database``            a fresh database on ``mariadb`` (dropped afterwards).
+``zookeeper``           standalone ZooKeeper; ``zk_chroot`` a unique chroot; ``zk_client`` a
+                        started KazooClient on that chroot.
+``spark``               a local[2] SparkSession with Iceberg and a Hadoop catalog ``lake`` on a temp
+                        warehouse.
+
+Servers start on first use, so a run that needs none starts none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+
+_db_counter = itertools.count()
+
+
+def _server(**kwargs: Any) -> Iterator[MariaDbServer]:
+    server = MariaDbServer(**kwargs).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDbServer]:
+    yield from _server(server_id=11)
+
+
+@pytest.fixture(scope="session")
+def mariadb_minimal() -> Iterator[MariaDbServer]:
+    yield from _server(server_id=12, row_metadata="MINIMAL")
+
+
+@pytest.fixture(scope="session")
+def mariadb_nochecksum() -> Iterator[MariaDbServer]:
+    yield from _server(server_id=13, checksum="NONE")
+
+
+@pytest.fixture
+def database(mariadb: MariaDbServer) -> Iterator[str]:
+    name = f"t{os.getpid()}_{next(_db_counter)}"
+    mariadb.execute(f"CREATE DATABASE `{name}`")
+    yield name
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_chroot() -> str:
+    return f"/test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk_client(zookeeper: ZooKeeperServer, zk_chroot: str) -> Iterator[Any]:
+    from kazoo.client import KazooClient
+
+    root = KazooClient(hosts=zookeeper.hosts)
+    root.start(timeout=15)
+    root.ensure_path(zk_chroot)
+    root.stop()
+    root.close()
+    client = KazooClient(hosts=zookeeper.hosts + zk_chroot)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def spark_warehouse() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="binlog-cdc-warehouse-") as path:
+        yield path
+
+
+@pytest.fixture(scope="session")
+def spark(spark_warehouse: str) -> Iterator[Any]:
+    from airflow_provider_binlog.lake.session import create_session
+
+    session = create_session(app_name="binlog-cdc-tests", master="local[2]", warehouse=spark_warehouse)
+    yield session
+    session.stop()

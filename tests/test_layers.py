@@ -1,0 +1,41 @@
+"""The core layers import without Airflow and without PySpark (DESIGN.md: imports point down only)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+BLOCKER = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("airflow", "pyspark", "py4j"):
+                raise ImportError(f"layering violation: {name} imported")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import pkgutil, importlib
+    import airflow_provider_binlog.binlog as b, airflow_provider_binlog.canal as c
+    for pkg in (b, c):
+        for mod in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            importlib.import_module(mod.name)
+    print("ok", sorted(m for m in sys.modules if m.startswith("airflow_provider_binlog")))
+    """
+)
+
+
+def test_binlog_and_canal_import_without_airflow_and_pyspark() -> None:
+    out = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "airflow_provider_binlog.binlog" in out.stdout
+    assert "airflow_provider_binlog.canal" in out.stdout
+
+
+def test_blocker_really_blocks() -> None:
+    code = BLOCKER.replace("import airflow_provider_binlog.binlog as b", "import pyspark, airflow_provider_binlog.binlog as b")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode != 0
+    assert "layering violation: pyspark" in out.stderr
