@@ -1,0 +1,65 @@
+"""Errors of the canal layer: store order, meta-store conflicts, HA, start positions."""
+
+from __future__ import annotations
+
+from airflow_provider_binlog.errors import BinlogCdcError
+
+
+class CanalError(BinlogCdcError):
+    """Root of the canal layer's errors."""
+
+
+class BatchOrderError(CanalError):
+    """An ack named a batch that is not the oldest outstanding one (canal: "batchId:X is not the firstly:Y").
+
+    :param batch_id: the id the caller named.
+    :param oldest: the oldest outstanding batch id, ``None`` when no batch is outstanding.
+    """
+
+    def __init__(self, batch_id: int, oldest: int | None) -> None:
+        self.batch_id = batch_id
+        self.oldest = oldest
+        if oldest is None:
+            msg = f"batch {batch_id} is not outstanding: no batch is outstanding"
+        else:
+            msg = f"batch {batch_id} is not the oldest outstanding batch, {oldest} is"
+        super().__init__(msg)
+
+
+class StoreClosedError(CanalError):
+    """The event store was closed while a caller waited on it."""
+
+
+class MetaError(CanalError):
+    """The meta store failed (I/O, ZooKeeper, malformed stored data)."""
+
+
+class MetaConflictError(MetaError):
+    """A compare-and-set write lost: someone else changed the value since it was read."""
+
+
+class MetaAuthError(MetaError):
+    """The meta store refused access (ZooKeeper ACL / digest authentication)."""
+
+
+class RunningHeldError(CanalError):
+    """Another consumer holds the destination's ``running`` node.
+
+    :param holder: the holder's identity as stored in the node (host, pid, label).
+    """
+
+    def __init__(self, message: str, holder: dict[str, object] | None = None) -> None:
+        self.holder = holder or {}
+        super().__init__(message)
+
+
+class SessionLostError(CanalError):
+    """The ZooKeeper session behind the ``running`` node was suspended or lost; no ack is allowed."""
+
+
+class StartPositionError(CanalError):
+    """The start position cannot be used (purged, not found, inside nothing the server has)."""
+
+
+class SchemaMismatchError(CanalError):
+    """The known columns of a table do not fit a TABLE_MAP; decoding would misassign values."""
