@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# airflow-provider-binlog developer entry point.
+#
+#   bash dev.sh demo     set up, then run the main job (the demo)
+#   bash dev.sh test     set up, then run the whole test suite (what CI runs)
+#   bash dev.sh setup    only set up: Debian packages, .venv, the relocated Jackson jar
+#   bash dev.sh lint     ruff and mypy
+#
+# Setup is idempotent: a second run installs nothing it need not.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${BINLOG_CDC_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+setup_system() {
+    local pkgs=()
+    command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || pkgs+=(mariadb-server)
+    command -v mariadb-install-db >/dev/null || pkgs+=(mariadb-server)
+    [ -f /usr/share/java/zookeeper.jar ] || pkgs+=(zookeeper)
+    [ -f /usr/share/java/slf4j-simple.jar ] || pkgs+=(libslf4j-java)
+    [ -f /usr/share/java/jarjar.jar ] || pkgs+=(libjarjar-java)
+    command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
+    "$PY" -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
+    if [ ${#pkgs[@]} -gt 0 ]; then
+        local sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo=sudo
+        log "installing Debian packages: ${pkgs[*]}"
+        $sudo apt-get update -q
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+    fi
+}
+
+setup_python() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating $VENV"
+        "$PY" -m venv "$VENV"
+    fi
+    local stamp
+    stamp=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
+        log "installing airflow-provider-binlog[dev] into $VENV (first time: a few minutes)"
+        "$VENV/bin/pip" install -q --upgrade pip
+        "$VENV/bin/pip" install -q -e '.[dev]'
+        echo "$stamp" > "$VENV/.setup-stamp"
+    fi
+}
+
+setup_jars() {
+    if "$VENV/bin/python" -c 'import airflow_provider_binlog.lake.jars' 2>/dev/null; then
+        "$VENV/bin/python" -m airflow_provider_binlog.lake.jars
+    fi
+}
+
+setup() {
+    setup_system
+    setup_python
+    setup_jars
+}
+
+cmd=${1:-help}
+shift || true
+case "$cmd" in
+    setup) setup ;;
+    demo) setup; exec "$VENV/bin/python" -m airflow_provider_binlog.dev.demo "$@" ;;
+    test) setup; exec "$VENV/bin/pytest" tests "$@" ;;
+    lint) setup_python; "$VENV/bin/ruff" check airflow_provider_binlog tests bench dags; "$VENV/bin/mypy" ;;
+    *) sed -n '2,10p' "$0"; exit 2 ;;
+esac
