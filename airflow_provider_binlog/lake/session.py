@@ -1,0 +1,160 @@
+"""SparkSession factory: embedded Iceberg by default, anything else through plain Spark configuration.
+
+Defaults (each one is overridden by the same key in ``conf``):
+
+===========================================  ==================================================
+``spark.master``                             ``local[*]`` (or the ``master`` argument)
+``spark.jars``                               the Iceberg runtime jar and the relocated Jackson jar
+                                             (see :mod:`.jars`); left out when ``conf`` sets
+                                             ``spark.jars.packages``
+``spark.sql.extensions``                     ``IcebergSparkSessionExtensions``
+``spark.sql.catalog.<catalog>``              ``org.apache.iceberg.spark.SparkCatalog``, type
+                                             ``hadoop``, on ``warehouse`` (only when ``conf`` says
+                                             nothing about that catalog)
+``spark.sql.session.timeZone``               ``UTC``
+``spark.ui.showConsoleProgress``             ``false``
+``spark.driver.extraJavaOptions``            a log4j2 file that keeps the driver log to warnings
+``spark.ui.enabled``                         ``false`` for a local master
+``spark.sql.shuffle.partitions``             ``8`` for a local master
+===========================================  ==================================================
+
+A cluster (standalone, YARN, Kubernetes) is a different ``master`` plus whatever that cluster needs
+in ``conf``; a REST/Hive/Glue catalog is ``spark.sql.catalog.<catalog>.*`` in ``conf``. The default
+warehouse is ``$AIRFLOW_PROVIDER_BINLOG_WAREHOUSE`` or ``~/.local/share/airflow-provider-binlog/warehouse``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from airflow_provider_binlog.lake import jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+WAREHOUSE_ENV = "AIRFLOW_PROVIDER_BINLOG_WAREHOUSE"
+DEFAULT_APP_NAME = "airflow-provider-binlog"
+
+
+def default_warehouse() -> str:
+    """Return the local warehouse directory used when neither argument nor conf names one."""
+    override = os.environ.get(WAREHOUSE_ENV)
+    if override:
+        return override
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return str(Path(base) / "airflow-provider-binlog" / "warehouse")
+
+
+_QUIET_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+
+def quiet_log_config() -> Path:
+    """Write (once) and return a log4j2 configuration that keeps Spark's driver log to warnings."""
+    path = jars.cache_dir() / "log4j2-quiet.properties"
+    if not path.exists() or path.read_text() != _QUIET_LOG4J2:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_QUIET_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+def _append_csv(existing: str | None, extra: str) -> str:
+    parts = [p for p in (existing or "").split(",") if p.strip()]
+    if extra not in parts:
+        parts.append(extra)
+    return ",".join(parts)
+
+
+def session_conf(
+    master: str | None = None,
+    warehouse: str | None = None,
+    catalog: str = "lake",
+    conf: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Return the full Spark configuration :func:`create_session` would use (no Spark started).
+
+    :param master: Spark master URL; ``conf["spark.master"]`` or ``local[*]`` when ``None``.
+    :param warehouse: warehouse location of the default Hadoop catalog.
+    :param catalog: name of the Iceberg catalog to configure.
+    :param conf: any Spark settings; they win over the defaults.
+    """
+    user = dict(conf or {})
+    master = master or user.get("spark.master") or "local[*]"
+    out: dict[str, str] = {
+        "spark.master": master,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+    }
+    if master.startswith("local"):
+        out["spark.ui.enabled"] = "false"
+        out["spark.sql.shuffle.partitions"] = "8"
+    prefix = f"spark.sql.catalog.{catalog}"
+    if not any(k == prefix or k.startswith(prefix + ".") for k in user):
+        out[prefix] = "org.apache.iceberg.spark.SparkCatalog"
+        out[prefix + ".type"] = "hadoop"
+        out[prefix + ".warehouse"] = warehouse or default_warehouse()
+    elif warehouse is not None:
+        out[prefix + ".warehouse"] = warehouse
+    if "spark.sql.extensions" in user:
+        user["spark.sql.extensions"] = _append_csv(user["spark.sql.extensions"], ICEBERG_EXTENSIONS)
+    if not user.get("spark.jars.packages"):
+        merged = user.pop("spark.jars", None)
+        for path in jars.local_jars():
+            merged = _append_csv(merged, str(path))
+        out["spark.jars"] = merged or ""
+    if "spark.driver.extraJavaOptions" not in user:
+        out["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{quiet_log_config()}"
+    out.update(user)
+    out["spark.master"] = master
+    return out
+
+
+def create_session(
+    app_name: str = DEFAULT_APP_NAME,
+    master: str | None = None,
+    warehouse: str | None = None,
+    catalog: str = "lake",
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Create (or return the running) SparkSession with Iceberg ready in catalog ``catalog``.
+
+    One JVM holds one SparkContext: when a session is already running, its static settings stay
+    and only runtime settings from ``conf`` are applied.
+
+    :param app_name: Spark application name.
+    :param master: Spark master URL (``local[*]``, ``spark://host:7077``, ``yarn``, ``k8s://...``).
+    :param warehouse: warehouse of the default Hadoop catalog (a path or URI).
+    :param catalog: Iceberg catalog name used in table names (``lake.db.table``).
+    :param conf: plain Spark configuration, applied last.
+    """
+    from pyspark.sql import SparkSession
+
+    settings = session_conf(master=master, warehouse=warehouse, catalog=catalog, conf=conf)
+    warehouse_dir = settings.get(f"spark.sql.catalog.{catalog}.warehouse", "")
+    if warehouse_dir and "://" not in warehouse_dir:
+        Path(warehouse_dir).mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
+    return spark
