@@ -1,0 +1,379 @@
+"""The event store: a bounded ring buffer between the parser thread and the consumer (canal's EventStore).
+
+Three sequence cursors, ``put >= get >= ack``, count entries since the store was created::
+
+    ack_seq            get_seq                 put_seq
+       |  handed out,     |  buffered, not yet   |  free
+       |  not yet acked   |  handed out          |
+       v                  v                      v
+    ---[==================[======================[---------
+
+* :meth:`EventStore.put` appends entries; it **blocks** while the buffer holds ``max_entries``
+  entries or ``max_bytes`` estimated bytes (an entry larger than ``max_bytes`` is admitted alone
+  into an empty buffer, so nothing can wedge the store).
+* :meth:`EventStore.get_without_ack` hands out the next entries as a :class:`Batch` with an
+  increasing id (an empty batch has the id ``None``). It waits up to ``timeout`` for
+  ``batch_size`` entries, and returns early when the buffer is full or the producer has flushed.
+* :meth:`EventStore.ack` releases the **oldest** outstanding batch only; naming any other batch
+  raises :class:`~airflow_provider_binlog.canal.errors.BatchOrderError` naming both ids.
+* :meth:`EventStore.rollback` forgets every outstanding batch and moves ``get`` back to ``ack``,
+  so the same entries are handed out again (in new batches with new ids).
+
+Ack points and transactions larger than the buffer
+--------------------------------------------------
+A batch's **ack point** is its last :class:`TransactionEnd` or :class:`DdlEntry`; only an ack
+point may become the durable cursor, so a cursor never points into a transaction. A batch that
+lies wholly inside a transaction has no ack point.
+
+The design choice: acking a batch **releases its memory** in the store whether or not it has an
+ack point; the durable cursor (:attr:`EventStore.durable_seq` / :attr:`Batch.ack_point`) moves
+only when the acked batch has an ack point. Acking a batch without an ack point therefore means
+"I have staged these entries myself; you may drop them" and never moves the cursor. That is how a
+transaction larger than the buffer drains with bounded memory: the consumer takes a batch, stages
+it (e.g. to a file), acks it, and the parser refills the space; the cursor moves at the XID.
+
+The price: once part of an open transaction has been released, the store can no longer
+re-deliver that transaction from memory. :meth:`EventStore.rollback` tells the caller so by
+returning ``False``; the caller (the instance) must then :meth:`EventStore.reset` the store and
+re-read the binlog from the durable cursor, which starts again at the transaction's first event.
+A crash behaves the same way: the restart resumes from the durable cursor. Consumers must thus
+treat everything after the durable cursor as provisional, which they must anyway.
+
+Sizes are estimated cheaply (:func:`estimate_size`: fixed overhead plus the lengths of str/bytes
+values), not measured; the estimate is what ``max_bytes`` bounds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import DdlEntry, Entry, RowChange, TransactionEnd
+from airflow_provider_binlog.canal.errors import BatchOrderError, StoreClosedError
+from airflow_provider_binlog.errors import ConfigurationError
+
+_ROW_OVERHEAD = 240
+_IMAGE_OVERHEAD = 64
+_VALUE_OVERHEAD = 56
+
+
+def estimate_size(entry: Entry) -> int:
+    """A cheap estimate of an entry's memory footprint in bytes (no deep traversal).
+
+    :param entry: the entry.
+    """
+    if type(entry) is RowChange:
+        n = _ROW_OVERHEAD
+        for image in (entry.before, entry.after):
+            if image:
+                n += _IMAGE_OVERHEAD + _VALUE_OVERHEAD * len(image)
+                for v in image.values():
+                    if type(v) is str or type(v) is bytes:
+                        n += len(v)
+        return n
+    if type(entry) is DdlEntry:
+        return _ROW_OVERHEAD + len(entry.sql)
+    return _ROW_OVERHEAD
+
+
+class StoreResetError(StoreClosedError):
+    """The store was reset while a producer waited to put; the producer must restart from the cursor."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Entries handed out together.
+
+    :param id: increasing batch id, ``None`` for an empty batch.
+    :param entries: the entries in commit order.
+    :param start_seq: store sequence of the first entry.
+    :param end_seq: store sequence just past the last entry.
+    :param ack_point: the last transaction end or DDL in the batch; ``None`` when the batch lies
+        wholly inside a transaction (acking it then releases memory but does not move the cursor).
+    """
+
+    id: int | None
+    entries: tuple[Entry, ...]
+    start_seq: int
+    end_seq: int
+    ack_point: TransactionEnd | DdlEntry | None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    @property
+    def start_position(self) -> BinlogPosition | None:
+        return self.entries[0].position if self.entries else None
+
+    @property
+    def end_position(self) -> BinlogPosition | None:
+        return self.entries[-1].position if self.entries else None
+
+    @property
+    def row_changes(self) -> list[RowChange]:
+        return [e for e in self.entries if type(e) is RowChange]
+
+
+class EventStore:
+    """A bounded ring buffer with put/get/ack cursors (see the module docstring).
+
+    :param max_entries: capacity in entries.
+    :param max_bytes: capacity in estimated bytes.
+    :param size_of: the size estimator (default :func:`estimate_size`).
+    """
+
+    def __init__(
+        self,
+        max_entries: int = 16_384,
+        max_bytes: int = 64 * 1024 * 1024,
+        size_of: Callable[[Entry], int] = estimate_size,
+    ) -> None:
+        if max_entries < 1 or max_bytes < 1:
+            raise ConfigurationError("store capacity must be at least 1 entry and 1 byte")
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._size_of = size_of
+        self._ring: list[Entry | None] = [None] * max_entries
+        self._sizes: list[int] = [0] * max_entries
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)
+        self._not_empty = threading.Condition(self._lock)
+        self._put_seq = 0
+        self._get_seq = 0
+        self._ack_seq = 0
+        self._durable_seq = 0
+        self._used_bytes = 0
+        self._next_batch_id = 1
+        self._outstanding: OrderedDict[int, Batch] = OrderedDict()
+        self._producer_waiting = False
+        self._flushed = False
+        self._closed = False
+        self._generation = 0
+        self.peak_bytes = 0
+        self.peak_entries = 0
+
+    # -- producer ---------------------------------------------------------------------------
+
+    def put(self, entries: Entry | Iterable[Entry], timeout: float | None = None) -> int:
+        """Append entries in order, blocking while the buffer is full.
+
+        :param entries: one entry or an iterable of entries.
+        :param timeout: seconds to wait for space per entry; ``None`` waits indefinitely.
+        :return: the number of entries put (fewer than given only on timeout).
+        :raises StoreClosedError: the store was closed; :class:`StoreResetError` when reset.
+        """
+        items: Iterable[Entry] = (
+            (entries,) if isinstance(entries, RowChange | DdlEntry | TransactionEnd) else entries
+        )
+        count = 0
+        with self._lock:
+            generation = self._generation
+            for entry in items:
+                size = self._size_of(entry)
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while True:
+                    if self._closed:
+                        raise StoreClosedError("the event store is closed")
+                    if self._generation != generation:
+                        raise StoreResetError("the event store was reset")
+                    held = self._put_seq - self._ack_seq
+                    if held < self.max_entries and (held == 0 or self._used_bytes + size <= self.max_bytes):
+                        break
+                    self._producer_waiting = True
+                    self._not_empty.notify_all()
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        self._producer_waiting = False
+                        return count
+                    self._not_full.wait(remaining)
+                self._producer_waiting = False
+                slot = self._put_seq % self.max_entries
+                self._ring[slot] = entry
+                self._sizes[slot] = size
+                self._put_seq += 1
+                self._used_bytes += size
+                self._flushed = False
+                count += 1
+                if self._used_bytes > self.peak_bytes:
+                    self.peak_bytes = self._used_bytes
+                held += 1
+                if held > self.peak_entries:
+                    self.peak_entries = held
+            self._not_empty.notify_all()
+        return count
+
+    def flush(self) -> None:
+        """Tell waiting consumers that no more entries come for now (e.g. the stop position was
+        reached), so a pending get returns what is buffered without waiting for its timeout."""
+        with self._lock:
+            self._flushed = True
+            self._not_empty.notify_all()
+
+    # -- consumer ---------------------------------------------------------------------------
+
+    def get_without_ack(self, batch_size: int, timeout: float | None = 0.0) -> Batch:
+        """Hand out up to ``batch_size`` entries after ``get`` as a new batch.
+
+        Waits until ``batch_size`` entries are buffered, the buffer is full (the producer is
+        blocked), the producer flushed, or ``timeout`` passed; then returns what is there.
+
+        :param batch_size: the maximum number of entries.
+        :param timeout: seconds to wait; ``0`` returns at once; ``None`` waits without limit.
+        :return: the batch; its id is ``None`` when it is empty.
+        """
+        if batch_size < 1:
+            raise ConfigurationError("batch_size must be at least 1")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                if self._closed:
+                    raise StoreClosedError("the event store is closed")
+                available = self._put_seq - self._get_seq
+                if available >= batch_size or (
+                    available and (self._producer_waiting or self._flushed or self._full())
+                ):
+                    break
+                if self._flushed and not available:
+                    break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._not_empty.wait(remaining)
+            n = min(batch_size, self._put_seq - self._get_seq)
+            start = self._get_seq
+            if n == 0:
+                return Batch(None, (), start, start, None)
+            cap = self.max_entries
+            ring = self._ring
+            first = start % cap
+            if first + n <= cap:
+                entries = tuple(ring[first : first + n])
+            else:
+                entries = tuple(ring[first:]) + tuple(ring[: n - (cap - first)])
+            ack_point: TransactionEnd | DdlEntry | None = None
+            for entry in reversed(entries):
+                if type(entry) is TransactionEnd or type(entry) is DdlEntry:
+                    ack_point = entry
+                    break
+            batch = Batch(self._next_batch_id, entries, start, start + n, ack_point)  # type: ignore[arg-type]
+            self._next_batch_id += 1
+            self._get_seq += n
+            self._outstanding[batch.id] = batch  # type: ignore[index]
+            return batch
+
+    def _full(self) -> bool:
+        return self._put_seq - self._ack_seq >= self.max_entries or self._used_bytes >= self.max_bytes
+
+    def ack(self, batch_id: int) -> Batch:
+        """Release the oldest outstanding batch.
+
+        :param batch_id: the id of the oldest outstanding batch.
+        :return: the released batch (its :attr:`Batch.ack_point`, if any, is the new cursor).
+        :raises BatchOrderError: ``batch_id`` is not the oldest outstanding batch.
+        """
+        with self._lock:
+            oldest = next(iter(self._outstanding), None)
+            if oldest is None or batch_id != oldest:
+                raise BatchOrderError(batch_id, oldest)
+            batch = self._outstanding.pop(oldest)
+            cap = self.max_entries
+            for seq in range(batch.start_seq, batch.end_seq):
+                slot = seq % cap
+                self._used_bytes -= self._sizes[slot]
+                self._ring[slot] = None
+                self._sizes[slot] = 0
+            self._ack_seq = batch.end_seq
+            if batch.ack_point is not None:
+                # the durable point is just past the ack point inside the batch
+                idx = len(batch.entries) - 1
+                while batch.entries[idx] is not batch.ack_point:
+                    idx -= 1
+                self._durable_seq = batch.start_seq + idx + 1
+            self._not_full.notify_all()
+            return batch
+
+    def rollback(self) -> bool:
+        """Forget every outstanding batch and move ``get`` back to ``ack``.
+
+        :return: ``True`` when every entry after the durable cursor will be handed out again;
+            ``False`` when part of an open transaction was already released by an ack without an
+            ack point, in which case the caller must :meth:`reset` and re-read from the cursor.
+        """
+        with self._lock:
+            self._outstanding.clear()
+            self._get_seq = self._ack_seq
+            return self._ack_seq == self._durable_seq
+
+    def reset(self) -> None:
+        """Drop everything buffered and outstanding (before re-reading from the durable cursor).
+
+        Producers blocked in :meth:`put` get :class:`StoreResetError`. Batch ids keep increasing.
+        """
+        with self._lock:
+            self._generation += 1
+            self._outstanding.clear()
+            self._ring = [None] * self.max_entries
+            self._sizes = [0] * self.max_entries
+            self._ack_seq = self._get_seq = self._durable_seq = self._put_seq
+            self._used_bytes = 0
+            self._flushed = False
+            self._not_full.notify_all()
+            self._not_empty.notify_all()
+
+    def close(self) -> None:
+        """Close the store; blocked producers and consumers get :class:`StoreClosedError`."""
+        with self._lock:
+            self._closed = True
+            self._not_full.notify_all()
+            self._not_empty.notify_all()
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def put_seq(self) -> int:
+        return self._put_seq
+
+    @property
+    def get_seq(self) -> int:
+        return self._get_seq
+
+    @property
+    def ack_seq(self) -> int:
+        return self._ack_seq
+
+    @property
+    def durable_seq(self) -> int:
+        """Sequence just past the last acked ack point (where a re-read would resume)."""
+        return self._durable_seq
+
+    @property
+    def used_bytes(self) -> int:
+        return self._used_bytes
+
+    @property
+    def outstanding(self) -> tuple[int, ...]:
+        """Ids of the batches handed out and not yet acked, oldest first."""
+        with self._lock:
+            return tuple(self._outstanding)
+
+    @property
+    def buffered(self) -> int:
+        """Entries buffered and not yet handed out."""
+        return self._put_seq - self._get_seq
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (
+            f"EventStore(put={self._put_seq}, get={self._get_seq}, ack={self._ack_seq}, "
+            f"bytes={self._used_bytes}/{self.max_bytes}, entries<={self.max_entries})"
+        )
