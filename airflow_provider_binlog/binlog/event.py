@@ -58,6 +58,9 @@ class DecodeContext:
     :param file: the current binlog file name.
     :param header: header of the event being decoded.
     :param tables: TABLE_MAP bodies seen so far, by table id.
+    :param schema_resolver: called with a ``TableMapEvent`` whose TABLE_MAP lacks column names,
+        signedness or charsets; returns the table's ``TableSchema`` (checked against the TABLE_MAP,
+        a mismatch raises DecodeError) or ``None`` to decode with what the binlog says.
     """
 
     checksum_len: int = 4
@@ -67,6 +70,7 @@ class DecodeContext:
     file: str = ""
     header: EventHeader | None = None
     tables: dict[int, Any] = field(default_factory=dict)
+    schema_resolver: Callable[[Any], Any] | None = None
 
     def table_id_size(self, type_code: int = EventType.TABLE_MAP_EVENT) -> int:
         """Width of the table id in TABLE_MAP and row events: 4 with a 6-byte post-header, else 6."""

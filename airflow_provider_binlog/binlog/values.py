@@ -1,0 +1,548 @@
+"""Row images to Python values: a decoder generated once per table schema, no per-value dispatch.
+
+:class:`RowDecoder` turns a :class:`~.columns.TableSchema` into straight-line Python (one function
+per columns-present bitmap, compiled once and cached), so the per-row work is a null-bit test and
+an inlined ``unpack_from``/slice per column; complex types call a prepared closure. Values follow
+the contract table in :mod:`.columns`.
+
+Choices documented here (the contract leaves them open):
+
+* Text columns whose collation the binlog does not give (no ``binlog_row_metadata=FULL``/MINIMAL
+  and no schema resolver): CHAR/VARCHAR decode as UTF-8, BLOB/TEXT stay ``bytes`` (the binlog
+  cannot tell TEXT from BLOB). Invalid UTF-8 raises :class:`DecodeError` naming the column.
+* Collations whose charset has no Python codec (dec8, hp8, swe7, armscii8, keybcs2, geostd8) raise
+  :class:`DecodeError` naming the column when a non-NULL value is decoded.
+* MySQL ``latin1`` is Windows-1252 with the five unassigned bytes as C1 controls, as MySQL does.
+* ENUM index 0 (the "invalid value" MySQL stores for bad input) decodes as ``""``, as SELECT shows.
+* Zero/partial dates -> ``None``; also year 0 dates (``0000-01-01``) which Python cannot hold.
+* Old DECIMAL (MySQL < 5.0, type 0) carries no length in the binlog: DecodeError, as mysqlbinlog.
+* MariaDB JSON is LONGTEXT: ``str``; if a schema resolver marks the column JSON, it is parsed.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime as dt
+import json
+import struct
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from airflow_provider_binlog.binlog import json_binary
+from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, JSON_NULL, ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.constants import ColumnType
+from airflow_provider_binlog.binlog.errors import DecodeError
+
+T = ColumnType
+UTC = dt.timezone.utc
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+_FRAC_MULT = {0: 0, 1: 10000, 2: 100, 3: 1}
+
+# Windows-1252 with MySQL's fill-ins for 0x81, 0x8d, 0x8f, 0x90, 0x9d.
+_MYSQL_LATIN1 = "".join(
+    chr(b) if b in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else bytes([b]).decode("cp1252") for b in range(256)
+)
+
+Reader = Callable[[bytes, int], tuple[Any, int]]
+
+
+def _latin1(raw: bytes) -> str:
+    return codecs.charmap_decode(raw, "strict", _MYSQL_LATIN1)[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Complex-type readers: f(buf, pos) -> (value, new_pos)
+
+
+def decimal_reader(precision: int, scale: int) -> tuple[Reader, int]:
+    """NEWDECIMAL reader and its byte size (MySQL's ``decimal2bin`` layout: groups of 9 digits in
+    4 bytes big-endian, leading/trailing partial groups in fewer bytes, sign in the top bit,
+    negative values stored as the one's complement)."""
+    intg = precision - scale
+    i_full, i_rem = divmod(intg, 9)
+    f_full, f_rem = divmod(scale, 9)
+    int_bytes = _DIG2BYTES[i_rem] + i_full * 4
+    frac_bytes = f_full * 4 + _DIG2BYTES[f_rem]
+    size = int_bytes + frac_bytes
+    if size == 0 or precision > 65 or scale > 30 or scale > precision:
+        raise DecodeError(f"invalid DECIMAL({precision},{scale}) metadata")
+    top = 1 << (size * 8 - 1)
+    ones = (1 << (size * 8)) - 1
+    frac_shift = frac_bytes * 8
+    frac_mask = (1 << frac_shift) - 1
+    from_bytes = int.from_bytes
+    i_groups = [(k * 32, 10**9) for k in range(i_full)]  # least significant first
+    simple = i_full <= 1 and f_full == 0
+
+    def int_part(v: int) -> int:
+        if simple:
+            return v
+        out = 0
+        mult = 1
+        for shift, base in i_groups:
+            out += ((v >> shift) & 0xFFFFFFFF) * mult
+            mult *= base
+        return out + (v >> (i_full * 32)) * mult
+
+    def frac_part(v: int) -> int:
+        if f_full == 0:
+            return v
+        out = 0
+        rem_bits = _DIG2BYTES[f_rem] * 8
+        tail = v & ((1 << rem_bits) - 1)
+        v >>= rem_bits
+        for k in range(f_full - 1, -1, -1):
+            out = out * 10**9 + ((v >> (k * 32)) & 0xFFFFFFFF)
+        return out * 10**f_rem + tail
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        end = p + size
+        v = from_bytes(b[p:end], "big")
+        if v & top:
+            sign = ""
+            v ^= top
+        else:
+            sign = "-"
+            v = (v ^ ones) ^ top
+        if scale:
+            return Decimal(f"{sign}{int_part(v >> frac_shift)}.{frac_part(v & frac_mask):0{scale}d}"), end
+        return Decimal(f"{sign}{int_part(v)}"), end
+
+    return read, size
+
+
+def _datetime2_reader(fsp: int) -> Reader:
+    n = (fsp + 1) // 2
+    mult = _FRAC_MULT[n]
+    end_off = 5 + n
+    from_bytes = int.from_bytes
+    datetime = dt.datetime
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        v = from_bytes(b[p : p + 5], "big") - 0x8000000000
+        us = from_bytes(b[p + 5 : p + end_off], "big") * mult if n else 0
+        ymd = v >> 17
+        ym = ymd >> 5
+        month = ym % 13
+        day = ymd & 31
+        year = ym // 13
+        if not (month and day and year):
+            return None, p + end_off
+        hms = v & 0x1FFFF
+        return datetime(year, month, day, hms >> 12, (hms >> 6) & 63, hms & 63, us), p + end_off
+
+    return read
+
+
+def _timestamp2_reader(fsp: int) -> Reader:
+    n = (fsp + 1) // 2
+    mult = _FRAC_MULT[n]
+    end_off = 4 + n
+    from_bytes = int.from_bytes
+    td = dt.timedelta
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        secs = from_bytes(b[p : p + 4], "big")
+        us = from_bytes(b[p + 4 : p + end_off], "big") * mult if n else 0
+        if not secs and not us:
+            return None, p + end_off
+        return _EPOCH + td(seconds=secs, microseconds=us), p + end_off
+
+    return read
+
+
+def _time2_reader(fsp: int) -> Reader:
+    n = (fsp + 1) // 2
+    mult = _FRAC_MULT[n]
+    size = 3 + n
+    bias = 0x800000 << (8 * n)
+    fbits = 8 * n
+    fmask = (1 << fbits) - 1
+    from_bytes = int.from_bytes
+    td = dt.timedelta
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        v = from_bytes(b[p : p + size], "big") - bias
+        a = -v if v < 0 else v
+        hms = a >> fbits
+        t = td(
+            hours=(hms >> 12) & 0x3FF,
+            minutes=(hms >> 6) & 63,
+            seconds=hms & 63,
+            microseconds=(a & fmask) * mult,
+        )
+        return (-t if v < 0 else t), p + size
+
+    return read
+
+
+def _read_date(b: bytes, p: int) -> tuple[Any, int]:
+    v = int.from_bytes(b[p : p + 3], "little")
+    day, month, year = v & 31, (v >> 5) & 15, v >> 9
+    if not (day and month and year):
+        return None, p + 3
+    return dt.date(year, month, day), p + 3
+
+
+def _read_time(b: bytes, p: int) -> tuple[Any, int]:
+    v = int.from_bytes(b[p : p + 3], "little", signed=True)
+    a = -v if v < 0 else v
+    t = dt.timedelta(hours=a // 10000, minutes=a // 100 % 100, seconds=a % 100)
+    return (-t if v < 0 else t), p + 3
+
+
+def _read_datetime(b: bytes, p: int) -> tuple[Any, int]:
+    v = struct.unpack_from("<Q", b, p)[0]
+    d, t = divmod(v, 1000000)
+    year, month, day = d // 10000, d // 100 % 100, d % 100
+    if not (year and month and day):
+        return None, p + 8
+    return dt.datetime(year, month, day, t // 10000, t // 100 % 100, t % 100), p + 8
+
+
+def _read_timestamp(b: bytes, p: int) -> tuple[Any, int]:
+    v = struct.unpack_from("<I", b, p)[0]
+    return (_EPOCH + dt.timedelta(seconds=v) if v else None), p + 4
+
+
+def _length_prefixed(width: int) -> Callable[[bytes, int], tuple[int, int]]:
+    if width == 1:
+        return lambda b, p: (b[p], p + 1)
+    if width == 2:
+        u16 = struct.Struct("<H").unpack_from
+        return lambda b, p: (u16(b, p)[0], p + 2)
+    if width in (3, 4):
+        return lambda b, p: (int.from_bytes(b[p : p + width], "little"), p + width)
+    raise DecodeError(f"invalid length-prefix width {width}")
+
+
+def _json_reader(width: int) -> Reader:
+    length = _length_prefixed(width)
+    parse = json_binary.parse
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        n, p = length(b, p)
+        end = p + n
+        if end > len(b):
+            raise DecodeError("JSON value overruns the row")
+        return (parse(b[p:end]) if n else JSON_NULL), end
+
+    return read
+
+
+def _vector_reader(width: int) -> Reader:
+    length = _length_prefixed(width)
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        n, p = length(b, p)
+        if n % 4:
+            raise DecodeError(f"VECTOR value of {n} bytes is not a multiple of 4")
+        return list(struct.unpack_from(f"<{n // 4}f", b, p)), p + n
+
+    return read
+
+
+def _enum_reader(width: int, labels: tuple[str, ...] | None) -> Reader:
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        v = int.from_bytes(b[p : p + width], "little")
+        if labels is None:
+            return v, p + width
+        if v == 0:
+            return "", p + width
+        if v > len(labels):
+            raise DecodeError(f"ENUM index {v} beyond the {len(labels)} labels")
+        return labels[v - 1], p + width
+
+    return read
+
+
+def _set_reader(width: int, labels: tuple[str, ...] | None) -> Reader:
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        v = int.from_bytes(b[p : p + width], "little")
+        if labels is None:
+            return v, p + width
+        if v >> len(labels):
+            raise DecodeError(f"SET bitmask {v:#x} has bits beyond the {len(labels)} labels")
+        return ",".join(lab for k, lab in enumerate(labels) if v >> k & 1), p + width
+
+    return read
+
+
+def _text_json_reader(width: int, codec: str) -> Reader:
+    length = _length_prefixed(width)
+    loads = json.loads
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        n, p = length(b, p)
+        doc = loads(b[p : p + n].decode(codec))
+        return (JSON_NULL if doc is None else doc), p + n
+
+    return read
+
+
+def _unsupported(what: str) -> Reader:
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        raise DecodeError(what)
+
+    return read
+
+
+# --------------------------------------------------------------------------------------------------
+# Code generation
+
+
+class _Gen:
+    """Collects the generated source and the helper objects it refers to."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"DecodeError": DecodeError, "from_bytes": int.from_bytes}
+        self.lines: list[str] = []
+
+    def const(self, prefix: str, obj: Any) -> str:
+        for k, v in self.ns.items():
+            if v is obj and k.startswith(prefix):
+                return k
+        name = f"{prefix}{len(self.ns)}"
+        self.ns[name] = obj
+        return name
+
+    def struct(self, fmt: str) -> str:
+        return self.const("S_", struct.Struct(fmt).unpack_from)
+
+
+_FIXED = {
+    (T.TINY, False): ("<b", 1), (T.TINY, True): ("<B", 1),
+    (T.SHORT, False): ("<h", 2), (T.SHORT, True): ("<H", 2),
+    (T.LONG, False): ("<i", 4), (T.LONG, True): ("<I", 4),
+    (T.LONGLONG, False): ("<q", 8), (T.LONGLONG, True): ("<Q", 8),
+    (T.FLOAT, False): ("<f", 4), (T.FLOAT, True): ("<f", 4),
+    (T.DOUBLE, False): ("<d", 8), (T.DOUBLE, True): ("<d", 8),
+}  # fmt: skip
+
+
+def _text_expr(g: _Gen, col: ColumnDef, raw: str) -> str:
+    """Expression turning the bytes expression ``raw`` into the column's value."""
+    if col.collation == BINARY_COLLATION:
+        return raw
+    codec = col.charset
+    if codec is None:
+        if col.collation is None:
+            if col.type in (T.STRING, T.VARCHAR, T.VAR_STRING):
+                return f"{raw}.decode('utf-8')"
+            return raw
+        msg = f"column {col.name!r}: collation {col.collation} has no Python codec"
+        fail = g.const("F_", _unsupported(msg))
+        return f"{fail}(b, p)"
+    if codec == "cp1252":
+        return f"{g.const('L_', _latin1)}({raw})"
+    return f"{raw}.decode({codec!r})"
+
+
+def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
+    """Statements that read one non-NULL value of ``col`` into ``out`` and advance ``p``."""
+    t = col.type
+    fixed = _FIXED.get((t, col.unsigned))
+    if fixed is not None:
+        fmt, size = fixed
+        if fmt == "<B":
+            return [f"{out} = b[p]", "p += 1"]
+        return [f"{out} = {g.struct(fmt)}(b, p)[0]", f"p += {size}"]
+    if t == T.INT24:
+        return [f"{out} = from_bytes(b[p:p + 3], 'little', signed={not col.unsigned})", "p += 3"]
+    if t == T.YEAR:
+        return [f"{out} = b[p]", "p += 1", f"if {out}: {out} += 1900"]
+    if t == T.BIT:
+        nbytes = (col.meta >> 8) + (1 if col.meta & 0xFF else 0)
+        return [f"{out} = from_bytes(b[p:p + {nbytes}], 'big')", f"p += {nbytes}"]
+    if t in (T.VARCHAR, T.VAR_STRING) or t == T.STRING:
+        max_len = col.max_length if col.max_length is not None else col.meta
+        wide = max_len > 255
+        head = [f"n = {g.struct('<H')}(b, p)[0]", "p += 2"] if wide else ["n = b[p]", "p += 1"]
+        return [*head, f"{out} = {_text_expr(g, col, 'b[p:p + n]')}", "p += n"]
+    if t in (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.GEOMETRY):
+        width = col.meta
+        if width == 1:
+            head = ["n = b[p]", "p += 1"]
+        elif width == 2:
+            head = [f"n = {g.struct('<H')}(b, p)[0]", "p += 2"]
+        elif width in (3, 4):
+            head = [f"n = from_bytes(b[p:p + {width}], 'little')", f"p += {width}"]
+        else:
+            raise DecodeError(f"column {col.name!r}: invalid BLOB length width {width}")
+        expr = "b[p:p + n]" if t == T.GEOMETRY else _text_expr(g, col, "b[p:p + n]")
+        return [*head, f"{out} = {expr}", "p += n"]
+    reader: Reader
+    if t == T.NEWDECIMAL:
+        reader, _ = decimal_reader(col.precision or 0, col.scale or 0)
+    elif t == T.DATETIME2:
+        reader = _datetime2_reader(col.fsp or 0)
+    elif t == T.TIMESTAMP2:
+        reader = _timestamp2_reader(col.fsp or 0)
+    elif t == T.TIME2:
+        reader = _time2_reader(col.fsp or 0)
+    elif t in (T.DATE, T.NEWDATE):
+        reader = _read_date
+    elif t == T.TIME:
+        reader = _read_time
+    elif t == T.DATETIME:
+        reader = _read_datetime
+    elif t == T.TIMESTAMP:
+        reader = _read_timestamp
+    elif t == T.JSON:
+        if col.collation is not None and col.collation != BINARY_COLLATION:
+            reader = _text_json_reader(col.meta, col.charset or "utf-8")  # MariaDB JSON as LONGTEXT
+        else:
+            reader = _json_reader(col.meta)
+    elif t == T.VECTOR:
+        reader = _vector_reader(col.meta)
+    elif t == T.ENUM:
+        reader = _enum_reader(col.meta & 0xFF, col.enum_values)
+    elif t == T.SET:
+        reader = _set_reader(col.meta & 0xFF, col.set_values)
+    elif t == T.NULL:
+        return [f"{out} = None"]
+    elif t == T.DECIMAL:
+        reader = _unsupported(
+            f"column {col.name!r}: old DECIMAL (MySQL 4.1 or earlier) has no length in the binlog"
+        )
+    else:
+        reader = _unsupported(f"column {col.name!r}: values of type {t.name} are not supported")
+    return [f"{out}, p = {g.const('R_', reader)}(b, p)"]
+
+
+def _generate(schema: TableSchema, present: tuple[int, ...], partial_json: bool) -> Callable[..., Any]:
+    """Compile ``decode_row(b, p) -> (dict, p)`` for the columns in ``present`` (table indexes).
+
+    With ``partial_json`` the function is ``decode_row(b, p, partial)`` and JSON columns whose bit
+    is set in ``partial`` (one bit per JSON column of the table) are read as JSON diffs (a
+    :class:`json_binary.JsonDiffs`), to be applied to the before image by the caller.
+    """
+    g = _Gen()
+    cols = schema.columns
+    nbytes = (len(present) + 7) // 8
+    json_index = {i: k for k, i in enumerate(i for i, c in enumerate(cols) if c.type == T.JSON)}
+    args = "b, p, partial" if partial_json else "b, p"
+    body = [f"def decode_row({args}):", "    c = -1", "    try:"]
+    ind = " " * 8
+    if nbytes == 1:
+        body += [f"{ind}nulls = b[p]", f"{ind}p += 1"]
+    elif nbytes:
+        body += [f"{ind}nulls = from_bytes(b[p:p + {nbytes}], 'little')", f"{ind}p += {nbytes}"]
+    else:
+        body += [f"{ind}nulls = 0"]
+    names = []
+    for bit, i in enumerate(present):
+        col = cols[i]
+        out = f"v{bit}"
+        names.append((col.name, out))
+        body.append(f"{ind}c = {i}")
+        body.append(f"{ind}if nulls >> {bit} & 1:")
+        body.append(f"{ind}    {out} = None")
+        body.append(f"{ind}else:")
+        stmts = _column_code(g, col, out)
+        if partial_json and col.type == T.JSON and i in json_index:
+            diff = g.const("J_", _json_diff_reader(col.meta))
+            body.append(f"{ind}    if partial >> {json_index[i]} & 1:")
+            body.append(f"{ind}        {out}, p = {diff}(b, p)")
+            body.append(f"{ind}    else:")
+            body += [f"{ind}        {s}" for s in stmts]
+        else:
+            body += [f"{ind}    {s}" for s in stmts]
+    body.append(f"{ind}row = {{{', '.join(f'{name!r}: {out}' for name, out in names)}}}")
+    body.append("    except Exception as e:")
+    body.append(f"        raise {g.const('E_', _fail)}(c, e) from None")
+    body.append("    return row, p")
+    g.ns["COLUMNS"] = cols
+    src = "\n".join(body)
+    code = compile(src, f"<row decoder {schema.schema}.{schema.table}>", "exec")
+    exec(code, g.ns)
+    fn: Callable[..., Any] = g.ns["decode_row"]
+    fn.__source__ = src  # type: ignore[attr-defined]
+    return fn
+
+
+def _fail(c: int, e: Exception) -> DecodeError:
+    if c < 0:
+        return DecodeError(f"row image truncated before its null bitmap ({type(e).__name__})")
+    if isinstance(e, DecodeError):
+        return DecodeError(f"column {c + 1}: {e.reason}")
+    if isinstance(e, (IndexError, struct.error)):
+        return DecodeError(f"column {c + 1}: value truncated (row image ends early)")
+    return DecodeError(f"column {c + 1}: {type(e).__name__}: {e}")
+
+
+def _json_diff_reader(width: int) -> Reader:
+    length = _length_prefixed(width)
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        n, p = length(b, p)
+        end = p + n
+        if end > len(b):
+            raise DecodeError("JSON diff overruns the row")
+        return json_binary.parse_diffs(b[p:end]), end
+
+    return read
+
+
+class RowDecoder:
+    """Decodes row images of one table; built once per TABLE_MAP and reused for every row.
+
+    :param schema: the table's columns (from :class:`~.table_map.TableMapEvent.table_schema`).
+
+    ``decode_rows(body, pos, end, present)`` returns the list of row dicts in ``body[pos:end]``.
+    Rows are dicts keyed by column name; columns absent from the image (``present`` bitmap) are
+    absent from the dict.
+    """
+
+    __slots__ = ("_fns", "names", "schema")
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.names = schema.column_names
+        self._fns: dict[tuple[bytes, bool], Callable[..., Any]] = {}
+
+    def row_function(self, present: bytes, partial_json: bool = False) -> Callable[..., Any]:
+        """The compiled ``decode_row(b, p[, partial]) -> (row, p)`` for a columns-present bitmap."""
+        key = (present, partial_json)
+        fn = self._fns.get(key)
+        if fn is None:
+            n = len(self.schema.columns)
+            idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
+            fn = self._fns[key] = _generate(self.schema, idx, partial_json)
+        return fn
+
+    def _named(self, e: DecodeError) -> DecodeError:
+        reason = e.reason
+        if reason.startswith("column "):
+            num, _, rest = reason[7:].partition(":")
+            if num.isdigit():
+                col = self.schema.columns[int(num) - 1]
+                reason = f"{self.schema.qualified_name} column {num} ({col.name}, {col.type.name}):{rest}"
+        return DecodeError(reason, event_type=e.event_type, position=e.position)
+
+    def decode_row(self, body: bytes, pos: int, present: bytes) -> tuple[dict[str, Any], int]:
+        """Decode one row image at ``pos``; return it and the position after it."""
+        try:
+            row, p = self.row_function(present)(body, pos)
+        except DecodeError as e:
+            raise self._named(e) from None
+        if p > len(body):
+            raise DecodeError(f"{self.schema.qualified_name}: row image overruns the event")
+        return row, p
+
+    def decode_rows(self, body: bytes, pos: int, end: int, present: bytes) -> list[dict[str, Any]]:
+        """Decode consecutive row images in ``body[pos:end]`` (WRITE/DELETE rows)."""
+        fn = self.row_function(present)
+        rows: list[dict[str, Any]] = []
+        append = rows.append
+        try:
+            while pos < end:
+                row, pos = fn(body, pos)
+                append(row)
+        except DecodeError as e:
+            raise self._named(e) from None
+        if pos != end:
+            raise DecodeError(f"{self.schema.qualified_name}: row images end at {pos}, event at {end}")
+        return rows
