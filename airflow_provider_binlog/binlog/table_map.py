@@ -74,7 +74,7 @@ class OptionalMetadataType(IntEnum):
 CHARSET_CODECS: dict[str, str | None] = {
     "big5": "big5", "dec8": None, "cp850": "cp850", "hp8": None, "koi8r": "koi8_r",
     "latin1": "cp1252", "latin2": "iso8859_2", "swe7": None, "ascii": "ascii", "ujis": "euc_jp",
-    "sjis": "shift_jis", "hebrew": "iso8859_8", "tis620": "tis_620", "euckr": "euc_kr",
+    "sjis": "shift_jis", "hebrew": "iso8859_8", "tis620": "tis_620", "euckr": "cp949",
     "koi8u": "koi8_u", "gb2312": "gb2312", "greek": "iso8859_7", "cp1250": "cp1250", "gbk": "gbk",
     "latin5": "iso8859_9", "armscii8": None, "utf8mb3": "utf-8", "utf8": "utf-8", "ucs2": "utf-16-be",
     "cp866": "cp866", "keybcs2": None, "macce": "mac_latin2", "macroman": "mac_roman",

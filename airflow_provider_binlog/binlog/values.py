@@ -74,7 +74,7 @@ def decimal_reader(precision: int, scale: int) -> tuple[Reader, int]:
     frac_mask = (1 << frac_shift) - 1
     from_bytes = int.from_bytes
     i_groups = [(k * 32, 10**9) for k in range(i_full)]  # least significant first
-    simple = i_full <= 1 and f_full == 0
+    simple = i_full == 0 or (i_full == 1 and i_rem == 0)
 
     def int_part(v: int) -> int:
         if simple:
@@ -360,7 +360,11 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
         max_len = col.max_length if col.max_length is not None else col.meta
         wide = max_len > 255
         head = [f"n = {g.struct('<H')}(b, p)[0]", "p += 2"] if wide else ["n = b[p]", "p += 1"]
-        return [*head, f"{out} = {_text_expr(g, col, 'b[p:p + n]')}", "p += n"]
+        expr = _text_expr(g, col, "b[p:p + n]")
+        if t == T.STRING and col.collation == BINARY_COLLATION:
+            # BINARY(n) values are n bytes; the binlog drops the trailing 0x00 padding
+            expr = f"{expr}.ljust({max_len}, b'\\0')"
+        return [*head, f"{out} = {expr}", "p += n"]
     if t in (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.GEOMETRY):
         width = col.meta
         if width == 1:
