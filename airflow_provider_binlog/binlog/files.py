@@ -11,7 +11,12 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from airflow_provider_binlog.binlog.constants import BINLOG_MAGIC, EVENT_HEADER_LEN, EventType
+from airflow_provider_binlog.binlog.constants import (
+    BINLOG_MAGIC,
+    EVENT_HEADER_LEN,
+    EventType,
+    event_type_name,
+)
 from airflow_provider_binlog.binlog.errors import DecodeError
 from airflow_provider_binlog.binlog.event import Event, EventHeader
 from airflow_provider_binlog.binlog.parser import BinlogParser
@@ -46,36 +51,48 @@ def read_binlog_file(
     :param parser: a parser to continue with (keeps table maps across files); a new one by default.
     :param verify_checksum: verify CRC32s (on unless reading a deliberately damaged file).
     """
-    name = os.path.basename(os.fspath(path))
+    with open(path, "rb") as f:
+        name = os.path.basename(os.fspath(path))
+        yield from read_binlog_stream(f, name, start=start, parser=parser, verify_checksum=verify_checksum)
+
+
+def read_binlog_stream(
+    f: BinaryIO,
+    name: str,
+    *,
+    start: int = 4,
+    parser: BinlogParser | None = None,
+    verify_checksum: bool = True,
+) -> Iterator[Event]:
+    """Like :func:`read_binlog_file`, from an open binary file object whose binlog file name is ``name``."""
     if parser is None:
         parser = BinlogParser(name, verify_checksum=verify_checksum)
     parser.set_file(name, 4)
-    with open(path, "rb") as f:
-        magic = _read(f, 4)
-        if magic != BINLOG_MAGIC:
-            raise DecodeError(
-                f"not a binlog file: magic {magic!r}, expected {BINLOG_MAGIC!r}", position=f"{name}:0"
-            )
-        offset = 4
-        first = True
-        while True:
-            raw = _read_event(f, name, offset)
-            if raw is None:
-                return
-            events = list(parser.parse(raw, offset))
-            if first:
-                first = False
-                fde_first = bool(events) and events[0].header.type_code == EventType.FORMAT_DESCRIPTION_EVENT
-                if start > 4 and fde_first:
-                    f.seek(start)
-                    offset = start
-                    parser.next_pos = start
-                    continue
-            if offset >= start:
-                yield from events
-            offset += len(raw)
-            if parser.file != name:  # a ROTATE names the next file: this one is done
-                return
+    magic = _read(f, 4)
+    if magic != BINLOG_MAGIC:
+        raise DecodeError(
+            f"not a binlog file: magic {magic!r}, expected {BINLOG_MAGIC!r}", position=f"{name}:0"
+        )
+    offset = 4
+    first = True
+    while True:
+        raw = _read_event(f, name, offset)
+        if raw is None:
+            return
+        events = list(parser.parse(raw, offset))
+        if first:
+            first = False
+            fde_first = bool(events) and events[0].header.type_code == EventType.FORMAT_DESCRIPTION_EVENT
+            if start > 4 and fde_first:
+                f.seek(start)
+                offset = start
+                parser.next_pos = start
+                continue
+        if offset >= start:
+            yield from events
+        offset += len(raw)
+        if parser.file != name:  # a ROTATE names the next file: this one is done
+            return
 
 
 def _read_event(f: BinaryIO, name: str, offset: int) -> bytes | None:
@@ -84,7 +101,9 @@ def _read_event(f: BinaryIO, name: str, offset: int) -> bytes | None:
         return None
     if len(head) < EVENT_HEADER_LEN:
         raise DecodeError(
-            f"truncated: file ends {len(head)} bytes into an event header", position=f"{name}:{offset}"
+            f"truncated: file ends {len(head)} bytes into an event header",
+            event_type=event_type_name(head[4]) if len(head) > 4 else None,
+            position=f"{name}:{offset}",
         )
     header = EventHeader.unpack(head)
     if header.event_size < EVENT_HEADER_LEN or header.event_size > MAX_EVENT_SIZE:
