@@ -1,0 +1,520 @@
+"""Just enough of MySQL's DDL grammar to follow a table's columns through the binlog.
+
+:func:`parse_ddl` classifies a QUERY_EVENT's statement and extracts what the schema history needs:
+
+* ``CREATE TABLE [IF NOT EXISTS] t (col type ..., PRIMARY KEY (...), ...)`` -> columns and key
+  (``CREATE TABLE ... LIKE other`` and ``... AS SELECT`` are recognised, not expanded);
+* ``ALTER TABLE t ADD [COLUMN] c type [FIRST|AFTER x]``, ``ADD (c1 type, ...)``,
+  ``DROP [COLUMN] [IF EXISTS] c``, ``MODIFY [COLUMN] c type``, ``CHANGE [COLUMN] old new type``,
+  ``RENAME COLUMN a TO b``, ``RENAME [TO|AS] t2``, ``ADD PRIMARY KEY (...)``, ``DROP PRIMARY KEY``;
+  other clauses (indexes, engine, options) are skipped;
+* ``RENAME TABLE a TO b [, c TO d]``, ``DROP TABLE [IF EXISTS] a, b``, ``TRUNCATE [TABLE] t``.
+
+Anything else (``CREATE DATABASE``, ``GRANT``, statement-format DML...) is ``kind="other"`` with no
+tables, or ``None`` for statements that are not DDL at all (``BEGIN``, ``COMMIT``, DML).
+A clause this parser does not understand sets :attr:`DdlStatement.complete` to ``False``; the
+schema history then falls back to ``information_schema`` for that table (see :mod:`.schema`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<comment>--[^\n]*|\#[^\n]*|/\*(?!!).*?\*/)
+  | (?P<exec>/\*!\d*|\*/)
+  | (?P<bq>`(?:[^`]|``)*`)
+  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+  | (?P<num>\d+(?:\.\d+)?)
+  | (?P<word>[A-Za-z_$@][\w$@]*)
+  | (?P<punct>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class Tok:
+    kind: str  # "id" (identifier or keyword), "qid" (backticked), "str", "num", "p"
+    text: str
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "id" else ""
+
+
+def tokenize(sql: str) -> list[Tok]:
+    out: list[Tok] = []
+    for m in _TOKEN.finditer(sql):
+        kind = m.lastgroup
+        text = m.group()
+        if kind in ("ws", "comment", "exec"):
+            continue  # executable comments /*!NNNNN ... */ keep their content
+        if kind == "bq":
+            out.append(Tok("qid", text[1:-1].replace("``", "`")))
+        elif kind == "str":
+            body = text[1:-1]
+            q = text[0]
+            body = body.replace(q + q, q)
+            body = re.sub(
+                r"\\(.)", lambda m: {"n": "\n", "t": "\t", "0": "\0"}.get(m.group(1), m.group(1)), body
+            )
+            out.append(Tok("str", body))
+        elif kind == "num":
+            out.append(Tok("num", text))
+        elif kind == "word":
+            out.append(Tok("id", text))
+        else:
+            out.append(Tok("p", text))
+    return out
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """A column definition as written in DDL.
+
+    :param name: column name.
+    :param type_name: lower-case type name (``int``, ``varchar``, ``enum``...).
+    :param unsigned: ``UNSIGNED`` given.
+    :param labels: ENUM/SET labels.
+    :param charset: ``CHARACTER SET``/``CHARSET`` given, else ``None``.
+    :param collation: ``COLLATE`` given, else ``None``.
+    :param primary: inline ``PRIMARY KEY``.
+    :param args: numbers inside the type's parentheses (length, precision, scale).
+    """
+
+    name: str
+    type_name: str
+    unsigned: bool = False
+    labels: tuple[str, ...] | None = None
+    charset: str | None = None
+    collation: str | None = None
+    primary: bool = False
+    args: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlterOp:
+    """One ALTER TABLE clause that changes columns or the key.
+
+    :param op: ``add``, ``drop``, ``modify``, ``change``, ``rename_column``, ``add_pk``, ``drop_pk``.
+    :param name: the column it applies to (the old name for change/rename).
+    :param spec: the new definition (add/modify/change).
+    :param new_name: the new name (rename_column).
+    :param first: ``FIRST`` given.
+    :param after: ``AFTER col`` given.
+    :param columns: the key columns (add_pk).
+    """
+
+    op: str
+    name: str = ""
+    spec: ColumnSpec | None = None
+    new_name: str = ""
+    first: bool = False
+    after: str | None = None
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DdlStatement:
+    """What a DDL statement does to tables.
+
+    :param kind: ``create``, ``alter``, ``drop``, ``rename``, ``truncate`` or ``other``.
+    :param tables: the affected ``(schema, table)`` pairs (for rename: the old names).
+    :param renames: ``((schema, old), (schema, new))`` pairs (RENAME TABLE / ALTER ... RENAME TO).
+    :param columns: CREATE TABLE columns.
+    :param primary_key: CREATE TABLE primary key.
+    :param ops: ALTER TABLE clauses.
+    :param complete: ``False`` when part of the statement was not understood.
+    :param like: CREATE TABLE ... LIKE source.
+    """
+
+    kind: str
+    tables: tuple[tuple[str, str], ...] = ()
+    renames: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = ()
+    columns: tuple[ColumnSpec, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    ops: tuple[AlterOp, ...] = ()
+    complete: bool = True
+    like: tuple[str, str] | None = None
+    default_charset: str | None = field(default=None)
+
+
+_DDL_START = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE | re.DOTALL
+)
+_NOT_DDL_CREATE = {"DATABASE", "SCHEMA", "USER", "ROLE", "FUNCTION", "PROCEDURE", "TRIGGER", "EVENT",
+                   "VIEW", "SERVER", "TABLESPACE", "LOGFILE", "SEQUENCE", "SPATIAL", "INDEX",
+                   "UNIQUE", "FULLTEXT", "DEFINER", "OR", "ALGORITHM", "SQL", "AGGREGATE"}  # fmt: skip
+
+
+class _P:
+    def __init__(self, toks: list[Tok], default_schema: str) -> None:
+        self.t = toks
+        self.i = 0
+        self.default_schema = default_schema
+        self.table: tuple[str, str] | None = None
+        self.verb = ""
+
+    def peek(self, k: int = 0) -> Tok | None:
+        j = self.i + k
+        return self.t[j] if j < len(self.t) else None
+
+    def up(self, k: int = 0) -> str:
+        t = self.peek(k)
+        return t.upper if t else ""
+
+    def eat(self, *words: str) -> bool:
+        if self.up() in words:
+            self.i += 1
+            return True
+        return False
+
+    def eat_p(self, ch: str) -> bool:
+        t = self.peek()
+        if t is not None and t.kind == "p" and t.text == ch:
+            self.i += 1
+            return True
+        return False
+
+    def ident(self) -> str:
+        t = self.peek()
+        if t is None or t.kind not in ("id", "qid", "str"):
+            raise ValueError("identifier expected")
+        self.i += 1
+        return t.text
+
+    def qualified(self) -> tuple[str, str]:
+        first = self.ident()
+        if self.eat_p("."):
+            return first, self.ident()
+        return self.default_schema, first
+
+    def skip_parens(self) -> None:
+        """Skip a balanced ``( ... )`` starting at the current token."""
+        if not self.eat_p("("):
+            return
+        depth = 1
+        while self.i < len(self.t) and depth:
+            t = self.t[self.i]
+            if t.kind == "p" and t.text == "(":
+                depth += 1
+            elif t.kind == "p" and t.text == ")":
+                depth -= 1
+            self.i += 1
+
+    def skip_clause(self) -> None:
+        """Skip to the next top-level comma or closing parenthesis / end."""
+        while self.i < len(self.t):
+            t = self.t[self.i]
+            if t.kind == "p" and t.text in (",", ")", ";"):
+                return
+            if t.kind == "p" and t.text == "(":
+                self.skip_parens()
+                continue
+            self.i += 1
+
+    def name_list(self) -> tuple[str, ...]:
+        names: list[str] = []
+        if not self.eat_p("("):
+            return ()
+        while True:
+            names.append(self.ident())
+            if self.peek() is not None and self.peek().kind == "p" and self.peek().text == "(":  # type: ignore[union-attr]
+                self.skip_parens()  # prefix length
+            self.eat("ASC", "DESC")
+            if self.eat_p(","):
+                continue
+            self.eat_p(")")
+            return tuple(names)
+
+    def column_spec(self, name: str) -> ColumnSpec:
+        type_name = self.ident().lower()
+        if type_name == "double" and self.up() == "PRECISION":
+            self.i += 1
+        if type_name in ("national", "long") and self.up() in ("CHAR", "VARCHAR", "VARBINARY", "CHARACTER"):
+            type_name = self.ident().lower()
+        if type_name == "character" and self.up() == "VARYING":
+            self.i += 1
+            type_name = "varchar"
+        args: list[int] = []
+        labels: list[str] | None = None
+        if self.eat_p("("):
+            if type_name in ("enum", "set"):
+                labels = []
+            while self.i < len(self.t):
+                t = self.t[self.i]
+                self.i += 1
+                if t.kind == "p" and t.text == ")":
+                    break
+                if t.kind == "str" and labels is not None:
+                    labels.append(t.text)
+                elif t.kind == "num":
+                    args.append(int(float(t.text)))
+        unsigned = charset = collation = None
+        primary = False
+        # attributes up to the end of this definition
+        while self.i < len(self.t):
+            t = self.t[self.i]
+            if t.kind == "p" and t.text in (",", ")", ";"):
+                break
+            u = t.upper
+            if u == "UNSIGNED":
+                unsigned = True
+            elif u in ("CHARSET", "CHARACTER"):
+                self.i += 1
+                if self.up() == "SET":
+                    self.i += 1
+                self.eat_p("=")
+                charset = self.ident().lower()
+                continue
+            elif u == "COLLATE":
+                self.i += 1
+                self.eat_p("=")
+                collation = self.ident().lower()
+                continue
+            elif u == "PRIMARY" and self.up(1) == "KEY":
+                primary = True
+            elif u in ("FIRST", "AFTER"):
+                break
+            if t.kind == "p" and t.text == "(":
+                self.skip_parens()
+                continue
+            self.i += 1
+        if type_name in ("serial",):
+            type_name, unsigned = "bigint", True
+        return ColumnSpec(
+            name, type_name, bool(unsigned), tuple(labels) if labels is not None else None, charset,
+            collation, primary, tuple(args),
+        )  # fmt: skip
+
+
+def _create(p: _P) -> DdlStatement:
+    p.eat("TEMPORARY")
+    if not p.eat("TABLE"):
+        return DdlStatement("other")
+    if p.eat("IF"):
+        p.eat("NOT")
+        p.eat("EXISTS")
+    table = p.table = p.qualified()
+    if p.eat("LIKE"):
+        return DdlStatement("create", (table,), like=p.qualified())
+    if p.eat_p("(") and p.up() == "LIKE":
+        p.i += 1
+        return DdlStatement("create", (table,), like=p.qualified())
+    if p.peek() is None or not (p.t[p.i - 1].kind == "p" and p.t[p.i - 1].text == "("):
+        return DdlStatement("create", (table,), complete=False)  # CREATE TABLE ... AS SELECT
+    columns: list[ColumnSpec] = []
+    pk: tuple[str, ...] = ()
+    while p.peek() is not None:
+        u = p.up()
+        if u == "CONSTRAINT":
+            p.i += 1
+            if p.up() != "PRIMARY" and p.peek() is not None and p.peek().kind in ("id", "qid"):  # type: ignore[union-attr]
+                p.i += 1
+            u = p.up()
+        if u == "PRIMARY" and p.up(1) == "KEY":
+            p.i += 2
+            while p.peek() is not None and not (p.peek().kind == "p" and p.peek().text == "("):  # type: ignore[union-attr]
+                p.i += 1  # USING BTREE, index name
+            pk = p.name_list()
+            p.skip_clause()
+        elif u in ("KEY", "INDEX", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "PERIOD", "SYSTEM"):
+            p.skip_clause()
+        else:
+            name = p.ident()
+            spec = p.column_spec(name)
+            columns.append(spec)
+            if spec.primary:
+                pk = (spec.name,)
+        if p.eat_p(","):
+            continue
+        p.eat_p(")")
+        break
+    charset = _table_charset(p)
+    return DdlStatement("create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset)
+
+
+def _table_charset(p: _P) -> str | None:
+    charset = None
+    while p.peek() is not None:
+        u = p.up()
+        if u in ("CHARSET", "CHARACTER"):
+            p.i += 1
+            if p.up() == "SET":
+                p.i += 1
+            p.eat_p("=")
+            charset = p.ident().lower()
+            continue
+        p.i += 1
+    return charset
+
+
+def _alter(p: _P) -> DdlStatement:
+    p.eat("ONLINE", "IGNORE")
+    if not p.eat("TABLE"):
+        return DdlStatement("other")
+    if p.eat("IF"):
+        p.eat("EXISTS")
+    table = p.table = p.qualified()
+    ops: list[AlterOp] = []
+    renames: list[tuple[tuple[str, str], tuple[str, str]]] = []
+    complete = True
+    while p.peek() is not None:
+        u = p.up()
+        if u == "ADD":
+            p.i += 1
+            p.eat("COLUMN")
+            if p.eat("IF"):
+                p.eat("NOT")
+                p.eat("EXISTS")
+            u2 = p.up()
+            if u2 == "CONSTRAINT":
+                p.i += 1
+                if p.up() != "PRIMARY":
+                    p.i += 1
+                u2 = p.up()
+            if u2 == "PRIMARY" and p.up(1) == "KEY":
+                p.i += 2
+                while p.peek() is not None and not (p.peek().kind == "p" and p.peek().text == "("):  # type: ignore[union-attr]
+                    p.i += 1
+                ops.append(AlterOp("add_pk", columns=p.name_list()))
+                p.skip_clause()
+            elif u2 in ("KEY", "INDEX", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "PARTITION"):
+                p.skip_clause()
+            elif p.eat_p("("):
+                while True:
+                    name = p.ident()
+                    ops.append(AlterOp("add", name, p.column_spec(name)))
+                    if p.eat_p(","):
+                        continue
+                    p.eat_p(")")
+                    break
+            else:
+                name = p.ident()
+                spec = p.column_spec(name)
+                first, after = _placement(p)
+                ops.append(AlterOp("add", name, spec, first=first, after=after))
+                if spec.primary:
+                    ops.append(AlterOp("add_pk", columns=(name,)))
+        elif u == "DROP":
+            p.i += 1
+            if p.up() == "PRIMARY" and p.up(1) == "KEY":
+                p.i += 2
+                ops.append(AlterOp("drop_pk"))
+            elif p.up() in ("INDEX", "KEY", "FOREIGN", "CONSTRAINT", "CHECK", "PARTITION"):
+                p.skip_clause()
+            else:
+                p.eat("COLUMN")
+                if p.eat("IF"):
+                    p.eat("EXISTS")
+                ops.append(AlterOp("drop", p.ident()))
+                p.skip_clause()
+        elif u == "MODIFY":
+            p.i += 1
+            p.eat("COLUMN")
+            if p.eat("IF"):
+                p.eat("EXISTS")
+            name = p.ident()
+            spec = p.column_spec(name)
+            first, after = _placement(p)
+            ops.append(AlterOp("modify", name, spec, first=first, after=after))
+        elif u == "CHANGE":
+            p.i += 1
+            p.eat("COLUMN")
+            if p.eat("IF"):
+                p.eat("EXISTS")
+            old = p.ident()
+            new = p.ident()
+            spec = p.column_spec(new)
+            first, after = _placement(p)
+            ops.append(AlterOp("change", old, spec, new_name=new, first=first, after=after))
+        elif u == "RENAME":
+            p.i += 1
+            if p.eat("COLUMN"):
+                old = p.ident()
+                p.eat("TO")
+                ops.append(AlterOp("rename_column", old, new_name=p.ident()))
+            elif p.up() in ("INDEX", "KEY"):
+                p.skip_clause()
+            else:
+                p.eat("TO", "AS")
+                renames.append((table, p.qualified()))
+        elif u == "ALTER":
+            p.skip_clause()  # ALTER [COLUMN] c SET DEFAULT ...: no effect on the row format
+        elif u in ("ALGORITHM", "LOCK", "ENGINE", "ROW_FORMAT", "COMMENT", "AUTO_INCREMENT", "FORCE",
+                   "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "CONVERT", "ORDER", "KEY_BLOCK_SIZE",
+                   "STATS_PERSISTENT", "PACK_KEYS", "CHECKSUM", "DISABLE", "ENABLE", "WAIT", "NOWAIT",
+                   "ADD_COLUMN"):  # fmt: skip
+            if u == "CONVERT":
+                complete = False  # CONVERT TO CHARACTER SET changes every text column's charset
+            p.skip_clause()
+        else:
+            complete = False
+            p.skip_clause()
+        if not p.eat_p(",") and p.peek() is not None:
+            p.i += 1
+    tables = (table,)
+    return DdlStatement("alter", tables, renames=tuple(renames), ops=tuple(ops), complete=complete)
+
+
+def _placement(p: _P) -> tuple[bool, str | None]:
+    if p.eat("FIRST"):
+        return True, None
+    if p.eat("AFTER"):
+        return False, p.ident()
+    return False, None
+
+
+def parse_ddl(sql: str, default_schema: str = "") -> DdlStatement | None:
+    """Classify a statement; ``None`` when it is not DDL (BEGIN, COMMIT, DML, SAVEPOINT...).
+
+    :param sql: the statement text from a QUERY_EVENT.
+    :param default_schema: the event's default database, for unqualified names.
+    """
+    m = _DDL_START.match(sql)
+    if not m:
+        return None
+    p = _P(tokenize(sql), default_schema)
+    try:
+        verb = p.verb = p.ident().upper()
+        if verb == "CREATE":
+            p.eat("OR")
+            p.eat("REPLACE")
+            if p.up() in _NOT_DDL_CREATE and p.up() != "OR":
+                return DdlStatement("other")
+            return _create(p)
+        if verb == "ALTER":
+            return _alter(p)
+        if verb == "DROP":
+            p.eat("TEMPORARY")
+            if not p.eat("TABLE", "TABLES"):
+                return DdlStatement("other")
+            if p.eat("IF"):
+                p.eat("EXISTS")
+            tables = [p.qualified()]
+            while p.eat_p(","):
+                tables.append(p.qualified())
+            return DdlStatement("drop", tuple(tables))
+        if verb == "RENAME":
+            if not p.eat("TABLE", "TABLES"):
+                return DdlStatement("other")
+            pairs = []
+            while True:
+                old = p.qualified()
+                p.eat("TO")
+                pairs.append((old, p.qualified()))
+                if not p.eat_p(","):
+                    break
+            return DdlStatement("rename", tuple(o for o, _ in pairs), renames=tuple(pairs))
+        if verb == "TRUNCATE":
+            p.eat("TABLE")
+            return DdlStatement("truncate", (p.qualified(),))
+    except (ValueError, IndexError):
+        if p.table is not None:
+            return DdlStatement(p.verb.lower(), (p.table,), complete=False)
+        return DdlStatement("other", complete=False)
+    return DdlStatement("other")

@@ -1,0 +1,504 @@
+"""Schema history: a table's columns as they were at each binlog position, kept per destination.
+
+Why: with ``binlog_row_metadata=MINIMAL`` (MySQL < 8.0.1, MariaDB < 10.5, or by choice) a TABLE_MAP
+carries only column types, no names, signedness, charsets or ENUM/SET labels. Asking
+``information_schema`` when an old event is decoded gives today's columns, which is wrong for
+rows written before a later ``ADD``/``DROP COLUMN``. So the history keeps **versions keyed by
+binlog position** and moves forward with the DDL it sees in the stream:
+
+1. **Bootstrap**: :meth:`SchemaHistory.bootstrap` snapshots the filtered tables from
+   ``information_schema`` together with the server's head position at that moment; the
+   instance calls it when a destination is first subscribed, before reading.
+2. **DDL**: each CREATE/ALTER (ADD/DROP/MODIFY/CHANGE/RENAME COLUMN, primary key)/RENAME/DROP
+   TABLE in the stream is parsed (:mod:`.ddl`) and applied to the version in effect just before
+   it, giving a new version at the DDL's position. Re-reading the same DDL later (a restart, a
+   rollback) finds the version already there and keeps it. A statement the parser cannot follow
+   completely marks the table "unknown from here"; it is then re-read from ``information_schema``
+   (correct when the DDL is the table's latest, otherwise caught by the TABLE_MAP check below).
+3. **Resolve**: for a TABLE_MAP at position P the version with the greatest position <= P is
+   used. The binlog parser checks it against the TABLE_MAP (column count and type family) and
+   raises on a mismatch, so a wrong version is an error, never a silent misassignment.
+4. With ``binlog_row_metadata=FULL`` the binlog names every column itself; the history then only
+   records what the TABLE_MAPs say (for :class:`~.change.DdlEntry`) and is never needed to decode.
+
+Limits: positions before the bootstrap with no earlier version use the bootstrap snapshot
+(valid unless the table changed in between; a changed column count or type is detected, a
+same-typed rename is not). Charsets of columns added by DDL without an explicit ``CHARACTER SET``
+follow the table's default as known at bootstrap.
+
+Stored in the meta manager under the client node (one record per table)::
+
+    .../{clientId}/provider/schema/{schema}.{table}   JSON list of versions, oldest first:
+        [{"at": [file_number, pos], "pos": "mysql-bin.000003:1234", "source": "bootstrap"|"ddl"|
+          "information_schema"|"table_map", "dropped": false,
+          "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable"}...],
+          "pk": ["id"]}, ...]
+
+Names outside ``[A-Za-z0-9_.-]`` are escaped as ``=HH`` per UTF-8 byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.constants import ColumnType
+from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
+from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, tokenize
+from airflow_provider_binlog.canal.errors import MetaConflictError
+from airflow_provider_binlog.canal.meta.base import MetaManager
+from airflow_provider_binlog.canal.meta.model import ClientIdentity
+
+log = logging.getLogger(__name__)
+T = ColumnType
+Key = tuple[int, int]
+
+TYPE_NAMES: dict[str, ColumnType] = {
+    "tinyint": T.TINY, "bool": T.TINY, "boolean": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24,
+    "int": T.LONG, "integer": T.LONG, "bigint": T.LONGLONG, "decimal": T.NEWDECIMAL,
+    "numeric": T.NEWDECIMAL, "dec": T.NEWDECIMAL, "fixed": T.NEWDECIMAL, "float": T.FLOAT,
+    "double": T.DOUBLE, "real": T.DOUBLE, "bit": T.BIT, "date": T.DATE, "datetime": T.DATETIME2,
+    "timestamp": T.TIMESTAMP2, "time": T.TIME2, "year": T.YEAR, "char": T.STRING,
+    "binary": T.STRING, "varchar": T.VARCHAR, "varbinary": T.VARCHAR, "tinytext": T.TINY_BLOB,
+    "tinyblob": T.TINY_BLOB, "text": T.BLOB, "blob": T.BLOB, "mediumtext": T.MEDIUM_BLOB,
+    "mediumblob": T.MEDIUM_BLOB, "longtext": T.LONG_BLOB, "longblob": T.LONG_BLOB, "json": T.JSON,
+    "enum": T.ENUM, "set": T.SET, "geometry": T.GEOMETRY, "point": T.GEOMETRY,
+    "linestring": T.GEOMETRY, "polygon": T.GEOMETRY, "multipoint": T.GEOMETRY,
+    "multilinestring": T.GEOMETRY, "multipolygon": T.GEOMETRY, "geometrycollection": T.GEOMETRY,
+    "geomcollection": T.GEOMETRY, "vector": T.VECTOR, "uuid": T.STRING, "inet6": T.STRING,
+    "inet4": T.LONG,
+}  # fmt: skip
+_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
+
+
+def _escape(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", lambda m: "".join(f"={b:02x}" for b in m.group().encode()), name)
+
+
+def position_key(pos: BinlogPosition) -> Key:
+    return (pos.file_number, pos.pos)
+
+
+def column_to_json(c: ColumnDef) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "type": int(c.type),
+        "unsigned": c.unsigned,
+        "collation": c.collation,
+        "charset": c.charset,
+        "enum": list(c.enum_values) if c.enum_values is not None else None,
+        "set": list(c.set_values) if c.set_values is not None else None,
+        "nullable": c.nullable,
+    }
+
+
+def column_from_json(d: dict[str, Any]) -> ColumnDef:
+    return ColumnDef(
+        name=d["name"],
+        type=ColumnType(d["type"]),
+        unsigned=bool(d.get("unsigned")),
+        collation=d.get("collation"),
+        charset=d.get("charset"),
+        enum_values=tuple(d["enum"]) if d.get("enum") is not None else None,
+        set_values=tuple(d["set"]) if d.get("set") is not None else None,
+        nullable=bool(d.get("nullable", True)),
+    )
+
+
+class Collations:
+    """Collation and charset names to ids, read once from ``information_schema``."""
+
+    def __init__(self, rows: Iterable[tuple[str, int, str, bool]]) -> None:
+        self.by_name: dict[str, int] = {}
+        self.default_for: dict[str, int] = {}
+        for name, cid, charset, is_default in rows:
+            self.by_name[name.lower()] = int(cid)
+            if is_default:
+                self.default_for[charset.lower()] = int(cid)
+
+    def resolve(self, collation: str | None, charset: str | None) -> int | None:
+        if collation:
+            return self.by_name.get(collation.lower())
+        if charset:
+            return self.default_for.get(charset.lower())
+        return None
+
+
+def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charset: str | None) -> ColumnDef:
+    """A :class:`ColumnDef` from a DDL column definition (enough for the TABLE_MAP check and names)."""
+    ctype = TYPE_NAMES.get(spec.type_name, T.STRING)
+    collation = None
+    if spec.type_name in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
+        collation = 63
+    elif spec.type_name in _TEXT and collations is not None:
+        collation = collations.resolve(spec.collation, spec.charset or table_charset or None)
+    from airflow_provider_binlog.binlog.table_map import collation_codec
+
+    return ColumnDef(
+        name=spec.name,
+        type=ctype,
+        unsigned=spec.unsigned,
+        collation=collation,
+        charset=collation_codec(collation),
+        enum_values=spec.labels if ctype == T.ENUM else None,
+        set_values=spec.labels if ctype == T.SET else None,
+    )
+
+
+def _labels(column_type: str) -> tuple[str, ...]:
+    inner = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
+    return tuple(t.text for t in tokenize(inner) if t.kind == "str")
+
+
+class SchemaHistory:
+    """Table schema versions by binlog position (see the module docstring).
+
+    :param meta: where versions persist (``None``: in memory only).
+    :param identity: the destination client owning the history.
+    :param connect: returns a pymysql connection able to read ``information_schema``; ``None``
+        when only the binlog's own metadata and the DDL are available.
+    """
+
+    def __init__(
+        self,
+        meta: MetaManager | None = None,
+        identity: ClientIdentity | None = None,
+        connect: Callable[[], Any] | None = None,
+    ) -> None:
+        self.meta = meta
+        self.identity = identity
+        self.connect = connect
+        self._versions: dict[tuple[str, str], list[tuple[Key, TableSchema | None, str]]] = {}
+        self._loaded: set[tuple[str, str]] = set()
+        self._collations: Collations | None = None
+        self._table_charsets: dict[tuple[str, str], str] = {}
+        self._lock = threading.RLock()
+        self.current: Key = (0, 0)
+
+    # -- storage --------------------------------------------------------------------------------
+
+    def _record_key(self, schema: str, table: str) -> str:
+        return f"schema/{_escape(schema)}.{_escape(table)}"
+
+    def _load(self, schema: str, table: str) -> list[tuple[Key, TableSchema | None, str]]:
+        name = (schema, table)
+        if name in self._loaded:
+            return self._versions.setdefault(name, [])
+        self._loaded.add(name)
+        versions: list[tuple[Key, TableSchema | None, str]] = []
+        if self.meta is not None and self.identity is not None:
+            stored = self.meta.get_json(self.identity, self._record_key(schema, table)).value or []
+            for v in stored:
+                ts = None
+                if not v.get("dropped"):
+                    ts = TableSchema(
+                        schema,
+                        table,
+                        tuple(column_from_json(c) for c in v["columns"]),
+                        tuple(v.get("pk") or ()),
+                    )
+                versions.append(((int(v["at"][0]), int(v["at"][1])), ts, v.get("source", "")))
+        self._versions[name] = sorted(versions, key=lambda x: x[0])
+        return self._versions[name]
+
+    def _save(self, schema: str, table: str) -> None:
+        if self.meta is None or self.identity is None:
+            return
+        versions = self._versions.get((schema, table), [])
+        doc = [
+            {
+                "at": list(key),
+                "source": source,
+                "dropped": ts is None,
+                "columns": [column_to_json(c) for c in ts.columns] if ts else [],
+                "pk": list(ts.primary_key) if ts else [],
+            }
+            for key, ts, source in versions
+        ]
+        for _ in range(5):
+            _, version = self.meta.get_json(self.identity, self._record_key(schema, table))
+            try:
+                self.meta.set_json(self.identity, self._record_key(schema, table), doc, version)
+                return
+            except MetaConflictError:
+                continue
+
+    def versions(self, schema: str, table: str) -> list[tuple[Key, TableSchema | None, str]]:
+        """All known versions of a table, oldest first: ``(position key, schema or None, source)``."""
+        with self._lock:
+            return list(self._load(schema, table))
+
+    def record(self, schema: str, table: str, key: Key, ts: TableSchema | None, source: str) -> bool:
+        """Add a version at ``key`` unless one exists there already; return whether it was added."""
+        with self._lock:
+            versions = self._load(schema, table)
+            if any(k == key for k, _, _ in versions):
+                return False
+            versions.append((key, ts, source))
+            versions.sort(key=lambda x: x[0])
+            self._save(schema, table)
+            return True
+
+    def at(self, schema: str, table: str, key: Key) -> tuple[TableSchema | None, str] | None:
+        """The version in effect at ``key`` (``None``: nothing known; ``(None, src)``: dropped)."""
+        with self._lock:
+            found = None
+            for k, ts, source in self._load(schema, table):
+                if k <= key:
+                    found = (ts, source)
+                else:
+                    break
+            return found
+
+    # -- information_schema ---------------------------------------------------------------------
+
+    def _query(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
+        if self.connect is None:
+            return []
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
+    def collations(self) -> Collations | None:
+        if self._collations is None and self.connect is not None:
+            rows = self._query(
+                "SELECT COLLATION_NAME, ID, CHARACTER_SET_NAME, IS_DEFAULT = 'Yes' "
+                "FROM information_schema.COLLATIONS"
+            )
+            self._collations = Collations(rows)
+        return self._collations
+
+    def from_information_schema(self, schema: str, table: str) -> TableSchema | None:
+        """The table's columns now, or ``None`` when it does not exist (or no connection)."""
+        if self.connect is None:
+            return None
+        from airflow_provider_binlog.binlog.table_map import collation_codec
+
+        rows = self._query(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, IS_NULLABLE, COLUMN_KEY "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        if not rows:
+            return None
+        coll = self.collations()
+        cols = []
+        for name, data_type, column_type, collation, nullable, _key in rows:
+            data_type = str(data_type).lower()
+            column_type = str(column_type).lower()
+            ctype = TYPE_NAMES.get(data_type, T.STRING)
+            cid = coll.resolve(str(collation), None) if (coll and collation) else None
+            if cid is None and data_type in (
+                "binary",
+                "varbinary",
+                "tinyblob",
+                "blob",
+                "mediumblob",
+                "longblob",
+            ):
+                cid = 63
+            labels = _labels(str(column_type)) if ctype in (T.ENUM, T.SET) else None
+            cols.append(
+                ColumnDef(
+                    name=str(name),
+                    type=ctype,
+                    unsigned="unsigned" in column_type,
+                    collation=cid,
+                    charset=collation_codec(cid),
+                    enum_values=labels if ctype == T.ENUM else None,
+                    set_values=labels if ctype == T.SET else None,
+                    nullable=str(nullable).upper() == "YES",
+                )
+            )
+        pk_rows = self._query(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        charset_rows = self._query(
+            "SELECT c.CHARACTER_SET_NAME FROM information_schema.TABLES t "
+            "JOIN information_schema.COLLATION_CHARACTER_SET_APPLICABILITY c "
+            "ON c.COLLATION_NAME = t.TABLE_COLLATION WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s",
+            (schema, table),
+        )
+        if charset_rows:
+            self._table_charsets[(schema, table)] = str(charset_rows[0][0])
+        return TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+
+    def bootstrap(self, tables: Iterable[tuple[str, str]], position: BinlogPosition) -> int:
+        """Snapshot ``tables`` from ``information_schema`` as of ``position`` (the head now).
+
+        Tables that already have a version are left alone. Returns the number recorded.
+        """
+        n = 0
+        for schema, table in tables:
+            if self.versions(schema, table):
+                continue
+            ts = self.from_information_schema(schema, table)
+            if ts is not None and self.record(schema, table, position_key(position), ts, "bootstrap"):
+                n += 1
+        return n
+
+    def list_tables(self, matches: Callable[[str, str], bool]) -> list[tuple[str, str]]:
+        """Base tables on the server for which ``matches(schema, table)`` is true."""
+        rows = self._query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+            "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+        )
+        return [(str(s), str(t)) for s, t in rows if matches(str(s), str(t))]
+
+    # -- DDL ------------------------------------------------------------------------------------
+
+    def apply_ddl(
+        self, stmt: DdlStatement, position: BinlogPosition
+    ) -> dict[tuple[str, str], TableSchema | None]:
+        """Apply a parsed DDL at ``position``; return the tables' schemas after it.
+
+        Idempotent per position: a version already recorded there is returned unchanged.
+        """
+        key = position_key(position)
+        out: dict[tuple[str, str], TableSchema | None] = {}
+        with self._lock:
+            if stmt.kind == "create":
+                for schema, table in stmt.tables:
+                    seen, ts = self._existing(schema, table, key)
+                    if not seen:
+                        ts = self._created(stmt, schema, table, key)
+                        self.record(schema, table, key, ts, "ddl" if ts else "information_schema")
+                    out[(schema, table)] = ts
+            elif stmt.kind == "alter":
+                for schema, table in stmt.tables:
+                    seen, ts = self._existing(schema, table, key)
+                    if not seen:
+                        prev = self.at(schema, table, (key[0], key[1] - 1))
+                        base = prev[0] if prev else None
+                        ts = self._altered(base, stmt) if (base is not None and stmt.complete) else None
+                        if ts is None:
+                            ts = self.from_information_schema(schema, table)
+                            self.record(schema, table, key, ts, "information_schema")
+                        else:
+                            self.record(schema, table, key, ts, "ddl")
+                    out[(schema, table)] = ts
+            elif stmt.kind == "drop":
+                for schema, table in stmt.tables:
+                    self.record(schema, table, key, None, "ddl")
+                    out[(schema, table)] = None
+            for (s1, t1), (s2, t2) in stmt.renames:
+                if stmt.kind == "alter" and (s1, t1) in out:
+                    base = out[(s1, t1)]
+                else:
+                    prev = self.at(s1, t1, key)
+                    base = prev[0] if prev else None
+                moved = replace(base, schema=s2, table=t2) if base is not None else None
+                # the old name stops existing at this statement (replacing an ALTER's own version)
+                versions = self._load(s1, t1)
+                versions[:] = sorted([v for v in versions if v[0] != key] + [(key, None, "ddl")])
+                self._save(s1, t1)
+                out.pop((s1, t1), None)
+                self.record(s2, t2, key, moved, "ddl")
+                out[(s2, t2)] = moved
+        return out
+
+    def _existing(self, schema: str, table: str, key: Key) -> tuple[bool, TableSchema | None]:
+        for k, ts, _ in self._load(schema, table):
+            if k == key:
+                return True, ts
+        return False, None
+
+    def _created(self, stmt: DdlStatement, schema: str, table: str, key: Key) -> TableSchema | None:
+        if stmt.like is not None:
+            prev = self.at(stmt.like[0], stmt.like[1], key)
+            return replace(prev[0], schema=schema, table=table) if prev and prev[0] else None
+        if not stmt.complete or not stmt.columns:
+            return self.from_information_schema(schema, table)
+        coll = self.collations()
+        if stmt.default_charset:
+            self._table_charsets[(schema, table)] = stmt.default_charset
+        cs = self._table_charsets.get((schema, table))
+        cols = tuple(spec_to_column(c, coll, cs) for c in stmt.columns)
+        return TableSchema(schema, table, cols, stmt.primary_key)
+
+    def _altered(self, base: TableSchema, stmt: DdlStatement) -> TableSchema | None:
+        cols = list(base.columns)
+        pk = list(base.primary_key)
+        coll = self.collations()
+        cs = self._table_charsets.get((base.schema, base.table))
+
+        def index(name: str) -> int:
+            for i, c in enumerate(cols):
+                if c.name.lower() == name.lower():
+                    return i
+            raise KeyError(name)
+
+        def place(col: ColumnDef, first: bool, after: str | None) -> None:
+            if first:
+                cols.insert(0, col)
+            elif after is not None:
+                cols.insert(index(after) + 1, col)
+            else:
+                cols.append(col)
+
+        try:
+            for op in stmt.ops:
+                if op.op == "add" and op.spec is not None:
+                    place(spec_to_column(op.spec, coll, cs), op.first, op.after)
+                elif op.op == "drop":
+                    del cols[index(op.name)]
+                    pk = [c for c in pk if c.lower() != op.name.lower()]
+                elif op.op in ("modify", "change") and op.spec is not None:
+                    i = index(op.name)
+                    old = cols.pop(i)
+                    new = spec_to_column(op.spec, coll, cs)
+                    if op.first or op.after is not None:
+                        place(new, op.first, op.after)
+                    else:
+                        cols.insert(i, new)
+                    if op.op == "change" and old.name != new.name:
+                        pk = [new.name if c.lower() == old.name.lower() else c for c in pk]
+                elif op.op == "rename_column":
+                    i = index(op.name)
+                    cols[i] = replace(cols[i], name=op.new_name)
+                    pk = [op.new_name if c.lower() == op.name.lower() else c for c in pk]
+                elif op.op == "add_pk":
+                    pk = list(op.columns)
+                elif op.op == "drop_pk":
+                    pk = []
+        except KeyError as exc:
+            log.warning(
+                "DDL on %s.%s names unknown column %s; using information_schema", base.schema, base.table, exc
+            )
+            return None
+        return TableSchema(base.schema, base.table, tuple(cols), tuple(pk))
+
+    # -- the parser hook ------------------------------------------------------------------------
+
+    def resolve(self, table_map: Any, key: Key | None = None) -> TableSchema | None:
+        """``DecodeContext.schema_resolver``: the version in effect at ``key`` (default
+        :attr:`current`).
+
+        Falls back to ``information_schema`` (recorded at that position) when the table has no
+        version yet.
+        """
+        schema, table = table_map.schema, table_map.table
+        key = key if key is not None else self.current
+        found = self.at(schema, table, key)
+        if found is not None and found[0] is not None:
+            return found[0]
+        ts = self.from_information_schema(schema, table)
+        if ts is not None:
+            self.record(schema, table, key, ts, "information_schema")
+        return ts
+
+    def set_position(self, file: str, pos: int) -> None:
+        """Tell the history where the parser is (the instance calls it before each event)."""
+        self.current = (file_number(file), pos)
