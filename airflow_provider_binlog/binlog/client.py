@@ -420,7 +420,15 @@ class BinlogStream:
             self._send_dump(conn)
         except pymysql.err.MySQLError as exc:
             self.close()
-            raise self.client._translate(exc, self.position, self.start.file if self.start else "") from None
+            err = self.client._translate(exc, self.position, self.start.file if self.start else "")
+            if isinstance(err, AuthenticationError):
+                # logged in already: MariaDB answers COM_REGISTER_SLAVE without the privilege so
+                err = PrivilegeError(
+                    f"{cfg.user}@{cfg.address} may not register as a replica (error {err.code}): "
+                    f"{err}. The replication user needs REPLICATION SLAVE.",
+                    err.code,
+                )
+            raise err from None
         conn._read_timeout = cfg.effective_idle_timeout
         return conn
 
