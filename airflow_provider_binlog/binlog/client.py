@@ -41,10 +41,8 @@ import pymysql
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.errors import ConnectionLostError, PurgedBinlogError, ServerError
 from airflow_provider_binlog.binlog.event import Event
-from airflow_provider_binlog.binlog.events_gtid import GtidEvent
-from airflow_provider_binlog.binlog.events_mariadb import MariadbGtidEvent
-from airflow_provider_binlog.binlog.events_query import QueryEvent
-from airflow_provider_binlog.binlog.gtid import MariadbGtid, MariadbGtidList, MysqlGtid, MysqlGtidSet
+from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
+from airflow_provider_binlog.binlog.gtid_tracker import GtidTracker
 from airflow_provider_binlog.binlog.parser import BinlogParser
 from airflow_provider_binlog.binlog.position import BinlogPosition
 
@@ -322,8 +320,9 @@ class ReplicationClient:
 class BinlogStream:
     """An open dump: iterate for :class:`~.event.Event`; :attr:`position` is after the last complete one.
 
-    Also tracks the GTID position at transaction ends (:attr:`gtid_position`): MySQL's executed set
-    grows by each committed GTID; MariaDB's position advances per domain.
+    Also tracks the GTID position at transaction ends (:attr:`gtid_position`, see
+    :class:`~.gtid_tracker.GtidTracker`): MySQL's executed set grows by each committed GTID;
+    MariaDB's position advances per domain.
     """
 
     def __init__(
@@ -344,7 +343,8 @@ class BinlogStream:
             gtid = MariadbGtidList.parse(gtid) if self.info.is_mariadb else MysqlGtidSet.parse(gtid)
         if gtid is not None and self.info.is_mariadb != isinstance(gtid, MariadbGtidList):
             raise ValueError(f"a {type(gtid).__name__} does not fit a {self.info.flavor} server")
-        self.gtid_position: MysqlGtidSet | MariadbGtidList | None = gtid
+        self.start_gtid = gtid
+        self.tracker = GtidTracker(gtid)
         self.blocking = blocking
         if not blocking and self.stop_at is None and isinstance(gtid, MariadbGtidList):
             # MariaDB drops non-blocking GTID dumps at the end (error 2013): drain to head instead
@@ -358,14 +358,17 @@ class BinlogStream:
             checksum=self.info.binlog_checksum == "CRC32",
         )
         self._received = start is not None
-        self._pending_gtid: MysqlGtid | MariadbGtid | None = None
-        self._in_transaction = False
         self._conn: pymysql.Connection | None = None
         self._iter: Iterator[Event] | None = None
         self.closed = False
 
     def __repr__(self) -> str:
         return f"BinlogStream({self.client!r}, position={self.position})"
+
+    @property
+    def gtid_position(self) -> MysqlGtidSet | MariadbGtidList | None:
+        """GTID position after the last committed transaction (the start GTIDs before any)."""
+        return self.tracker.position
 
     @property
     def position(self) -> BinlogPosition | None:
@@ -412,8 +415,8 @@ class BinlogStream:
                 cur.execute(f"SET @source_heartbeat_period = {period_ns}")
                 if self.info.is_mariadb:
                     cur.execute(f"SET @mariadb_slave_capability = {MARIA_SLAVE_CAPABILITY_GTID}")
-                    if isinstance(self.gtid_position, MariadbGtidList):
-                        cur.execute("SET @slave_connect_state = %s", (str(self.gtid_position),))
+                    if isinstance(self.start_gtid, MariadbGtidList):
+                        cur.execute("SET @slave_connect_state = %s", (str(self.start_gtid),))
                         cur.execute("SET @slave_gtid_strict_mode = 1")
                         cur.execute("SET @slave_gtid_ignore_duplicates = 0")
             self._register(conn)
@@ -443,8 +446,8 @@ class BinlogStream:
         flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
         if self.info.is_mariadb and cfg.annotate_rows:
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
-        if isinstance(self.gtid_position, MysqlGtidSet):
-            data = self.gtid_position.encode()
+        if isinstance(self.start_gtid, MysqlGtidSet):
+            data = self.start_gtid.encode()
             payload = DUMP_GTID_HEAD.pack(flags | BINLOG_THROUGH_GTID, cfg.server_id, 0)
             payload += U64.pack(4) + U32.pack(len(data)) + data
             conn._execute_command(COM_BINLOG_DUMP_GTID, payload)
@@ -483,7 +486,7 @@ class BinlogStream:
                     raise ServerError(f"unexpected packet 0x{head:02x} in the binlog stream")
                 for event in self.parser.parse(memoryview(data)[1:]):
                     self._received = True
-                    self._track(event)
+                    self.tracker.update(event)
                     code = event.header.type_code
                     if not self.include_heartbeats and code in (
                         EventType.HEARTBEAT_LOG_EVENT,
@@ -493,34 +496,3 @@ class BinlogStream:
                     yield event
         finally:
             self.close()
-
-    def _track(self, event: Event) -> None:
-        """Advance :attr:`gtid_position` at transaction ends."""
-        body = event.body
-        if isinstance(body, GtidEvent):
-            self._pending_gtid = None if body.anonymous else body.gtid
-            self._in_transaction = False
-        elif isinstance(body, MariadbGtidEvent):
-            self._pending_gtid = body.gtid
-            self._in_transaction = not body.standalone
-        elif self._pending_gtid is None:
-            return
-        elif isinstance(body, QueryEvent):
-            sql = body.sql.strip().upper()
-            if sql == "BEGIN":
-                self._in_transaction = True
-            elif not self._in_transaction or sql in ("COMMIT", "ROLLBACK"):
-                self._commit_gtid()
-        elif event.header.type_code in (EventType.XID_EVENT, EventType.XA_PREPARE_LOG_EVENT):
-            self._commit_gtid()
-
-    def _commit_gtid(self) -> None:
-        g, self._pending_gtid = self._pending_gtid, None
-        self._in_transaction = False
-        cur = self.gtid_position
-        if isinstance(g, MariadbGtid):
-            base = cur if isinstance(cur, MariadbGtidList) else MariadbGtidList()
-            self.gtid_position = base.advance(g)
-        elif isinstance(g, MysqlGtid):
-            base_set = cur if isinstance(cur, MysqlGtidSet) else MysqlGtidSet()
-            self.gtid_position = base_set.add(g)
