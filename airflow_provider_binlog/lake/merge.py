@@ -1,0 +1,682 @@
+"""Apply batches of row changes to Iceberg tables with one ``MERGE INTO`` per target and piece.
+
+Per target table, for the entries of a batch not yet in the table (see :mod:`.commits`):
+
+1. entries are ordered by their :class:`~airflow_provider_binlog.canal.change.OrderKey` and cut into
+   pieces at every TRUNCATE (in hard-delete mode everything before the last TRUNCATE is dropped: the
+   TRUNCATE would erase it);
+2. the table is created on first use with the mapped schema (:mod:`.types`), new source columns are
+   added and allowed widenings applied; anything else stops with :class:`SchemaEvolutionError`;
+3. each piece of row changes collapses to the last change per key (a key change is a delete of the
+   old key plus an upsert of the new), is staged as Parquet (:mod:`.staging`) and applied by one
+   ``MERGE INTO`` (delete / update / insert); a TRUNCATE piece empties the table;
+4. every commit carries the destination and the position of its last entry as snapshot properties.
+
+Target columns added by options: ``_cdc_op`` (insert/update/delete/truncate), ``_cdc_ts`` (commit
+time, UTC), ``_cdc_position`` (``file:pos`` of the event) with ``metadata_columns=True``, and
+``_cdc_deleted`` (boolean) with ``soft_delete=True``. Append-only tables get every change as a row
+with the metadata columns.
+
+Limits: row images must be FULL for inserts and updates (``binlog_row_image=FULL``); a column added
+with a DEFAULT shows NULL in rows written before it; dropped or renamed source columns stay in the
+Iceberg table (NULL in new rows).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, OrderKey, RowChange
+from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake.commits import CommittedMark
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, SchemaEvolutionError
+from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
+from airflow_provider_binlog.lake.staging import StagingArea
+from airflow_provider_binlog.lake.types import (
+    BOOLEAN,
+    STRING,
+    TIMESTAMP,
+    LakeColumn,
+    TypeOptions,
+    map_column,
+    widening,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+OP_COLUMN = "_cdc_op"
+TS_COLUMN = "_cdc_ts"
+POSITION_COLUMN = "_cdc_position"
+DELETED_COLUMN = "_cdc_deleted"
+_ACTION = "_cdc_action"  # staging only: U (upsert) or D (delete)
+
+WriteMode = Literal["copy-on-write", "merge-on-read"]
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """How one target table is written.
+
+    :param key_columns: key for tables without a primary key (or to override it).
+    :param append_only: append every change as a row (with metadata columns) instead of merging.
+    :param soft_delete: mark deleted rows ``_cdc_deleted = true`` instead of deleting them.
+    :param metadata_columns: add ``_cdc_op``, ``_cdc_ts`` and ``_cdc_position``.
+    :param partition_by: Iceberg partition fields at creation: ``col``, ``days(col)``, ``bucket(16, col)``...
+    :param write_mode: ``copy-on-write`` or ``merge-on-read`` (set at creation).
+    :param table_properties: more Iceberg table properties at creation.
+    :param types: type-mapping choices.
+    :param count_changes: count inserted vs updated vs deleted rows (one extra key-only join per merge).
+    """
+
+    key_columns: tuple[str, ...] = ()
+    append_only: bool = False
+    soft_delete: bool = False
+    metadata_columns: bool = False
+    partition_by: tuple[str, ...] = ()
+    write_mode: WriteMode = "copy-on-write"
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+    types: TypeOptions = field(default_factory=TypeOptions)
+    count_changes: bool = True
+
+
+@dataclass
+class TableCounts:
+    """What merges did to one target table.
+
+    ``inserted``/``updated`` are known when ``count_changes`` is on; ``upserted`` always is.
+    ``deleted`` counts rows removed (or soft-deleted) by deletes and truncates.
+    """
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    upserted: int = 0
+    appended: int = 0
+    truncated: int = 0
+    skipped: int = 0
+    commits: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def table_lock(name: str) -> threading.Lock:
+    """The process-wide lock serializing merges into one target (``name`` as quoted)."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(name.lower(), threading.Lock())
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _partition_field(spec: str) -> str:
+    spec = spec.strip()
+    if spec.endswith(")") and "(" in spec:
+        fn, _, inner = spec[:-1].partition("(")
+        args = [a.strip() for a in inner.rsplit(",", 1)]
+        if not fn.strip().isidentifier():
+            raise LakeError(f"invalid partition transform {spec!r}")
+        column = quote(parse_name(args[-1])[0])
+        if len(args) == 2:
+            if not args[0].isdigit():
+                raise LakeError(f"invalid partition transform {spec!r}")
+            return f"{fn.strip()}({args[0]}, {column})"
+        return f"{fn.strip()}({column})"
+    return quote(spec)
+
+
+def _utc_from_epoch(ts: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
+
+
+def _entry_schema(entry: Entry) -> TableSchema | None:
+    return entry.table_schema if isinstance(entry, RowChange | DdlEntry) else None
+
+
+class ChangeMerger:
+    """Merges change entries of one destination into Iceberg tables.
+
+    Feed entries with :meth:`add` (or a whole batch with :meth:`merge`); when ``max_rows`` row changes
+    are buffered they are committed as a chunk, so memory stays bounded however large the drain.
+    :meth:`finish` commits the rest with the batch's end position and returns the counts.
+
+    :param spark: a session from :func:`..session.create_session`.
+    :param destination: the destination whose changes these are (written into every commit).
+    :param tables: source ``schema.table`` -> target name (``catalog.namespace.table``; parts with
+        dots or backticks in backticks). Entries of other tables are ignored.
+    :param options: one :class:`TargetOptions` for all targets, or a mapping by target name.
+    :param staging_root: where Parquet is staged (must be readable by executors); a temp dir if ``None``.
+    :param max_rows: row changes buffered before a chunk commit.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        destination: str,
+        tables: Mapping[str, str],
+        options: TargetOptions | Mapping[str, TargetOptions] | None = None,
+        staging_root: str | None = None,
+        max_rows: int = 500_000,
+    ) -> None:
+        self.spark = spark
+        self.destination = destination
+        self.routes: dict[str, str] = {}
+        self._names: dict[str, tuple[str, ...]] = {}
+        for source, target in tables.items():
+            parts = parse_name(target)
+            quoted = quote_parts(parts)
+            self.routes[source] = quoted
+            self._names[quoted] = parts
+        self._options = options
+        self.staging = StagingArea(staging_root)
+        self.max_rows = max_rows
+        self._buffers: dict[str, list[Entry]] = {}
+        self._buffered = 0
+        self._marks: dict[str, CommittedMark | None] = {}
+        self._ensured: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._counts: dict[str, TableCounts] = {}
+
+    # ---- public API -------------------------------------------------------------------------------
+
+    def options_for(self, target: str) -> TargetOptions:
+        opts = self._options
+        if opts is None:
+            return TargetOptions()
+        if isinstance(opts, TargetOptions):
+            return opts
+        parts = self._names.get(target)
+        for key, value in opts.items():
+            if parse_name(key) == parts or key == target:
+                return value
+        return TargetOptions()
+
+    def add(self, entry: Entry) -> None:
+        """Buffer one entry; commit a chunk when ``max_rows`` row changes are buffered."""
+        if isinstance(entry, RowChange):
+            source = entry.qualified_name
+        elif isinstance(entry, DdlEntry) and entry.table is not None:
+            source = f"{entry.schema}.{entry.table}"
+        else:
+            return
+        target = self.routes.get(source)
+        if target is None:
+            return
+        self._buffers.setdefault(target, []).append(entry)
+        self._buffered += 1
+        if self._buffered >= self.max_rows:
+            self._flush(end_position=None)
+
+    def finish(self, end_position: BinlogPosition | None = None) -> dict[str, TableCounts]:
+        """Commit everything buffered; return counts per target since the last ``finish``.
+
+        :param end_position: the batch's end position (recorded on each table's last commit).
+        """
+        self._flush(end_position=end_position)
+        counts, self._counts = self._counts, {}
+        return {self._display(t): c for t, c in counts.items()}
+
+    def merge(
+        self, entries: Iterable[Entry], end_position: BinlogPosition | None = None
+    ) -> dict[str, TableCounts]:
+        """Apply one batch: :meth:`add` every entry, then :meth:`finish`."""
+        for entry in entries:
+            self.add(entry)
+        return self.finish(end_position)
+
+    def committed(self, target: str | None = None) -> dict[str, CommittedMark | None]:
+        """Read each target's committed mark for this destination from Iceberg (fresh, not cached).
+
+        :param target: one target name, or ``None`` for all routed targets.
+        """
+        names = [quote_parts(parse_name(target))] if target else sorted(set(self.routes.values()))
+        out: dict[str, CommittedMark | None] = {}
+        for name in names:
+            mark = commits.read_mark(self.spark, name, self.destination)
+            self._marks[name] = mark
+            out[self._display(name)] = mark
+        return out
+
+    def close(self) -> None:
+        self.staging.close()
+
+    def __enter__(self) -> ChangeMerger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- per target ------------------------------------------------------------------------------
+
+    def _display(self, target: str) -> str:
+        parts = self._names.get(target)
+        return ".".join(parts) if parts else target
+
+    def _flush(self, end_position: BinlogPosition | None) -> None:
+        buffers, self._buffers, self._buffered = self._buffers, {}, 0
+        for target, entries in buffers.items():
+            with table_lock(target):
+                self._apply(target, entries, end_position)
+
+    def _mark(self, target: str) -> CommittedMark | None:
+        if target not in self._marks:
+            self._marks[target] = commits.read_mark(self.spark, target, self.destination)
+        return self._marks[target]
+
+    def _apply(self, target: str, entries: list[Entry], end_position: BinlogPosition | None) -> None:
+        counts = self._counts.setdefault(target, TableCounts())
+        mark = self._mark(target)
+        fresh = [e for e in entries if mark is None or not mark.covers(e.order_key)]
+        counts.skipped += len(entries) - len(fresh)
+        if not fresh:
+            return
+        fresh.sort(key=lambda e: e.order_key)
+        opts = self.options_for(target)
+        columns = self._columns(target, fresh, opts)
+        if opts.append_only:
+            self._ensure_table(target, columns, opts)
+            self._append(target, columns, fresh, opts, end_position, counts)
+            return
+        keys = self._keys(target, fresh, opts)
+        self._ensure_table(target, columns, opts)
+        pieces = _split_at_truncates(fresh)
+        if not opts.soft_delete:
+            last_truncate = max((i for i, p in enumerate(pieces) if isinstance(p, DdlEntry)), default=None)
+            if last_truncate is not None:
+                pieces = pieces[last_truncate:]
+        for i, piece in enumerate(pieces):
+            last = piece if isinstance(piece, DdlEntry) else piece[-1]
+            props = commits.mark_properties(
+                self.destination,
+                last.order_key,
+                last.position,
+                end_position if i == len(pieces) - 1 else None,
+                last.gtid,
+            )
+            if isinstance(piece, DdlEntry):
+                self._truncate(target, piece, opts, props, counts)
+            else:
+                self._merge_piece(target, columns, keys, piece, opts, props, counts)
+            self._marks[target] = CommittedMark(
+                order_key=last.order_key,
+                position=last.position,
+                end_position=end_position if i == len(pieces) - 1 else None,
+                gtid=last.gtid,
+                snapshot_id=-1,
+            )
+
+    def _columns(self, target: str, entries: Sequence[Entry], opts: TargetOptions) -> list[LakeColumn]:
+        seen: dict[int, TableSchema] = {}
+        for e in entries:
+            schema = _entry_schema(e)
+            if schema is not None and id(schema) not in seen:
+                seen[id(schema)] = schema
+        if not seen:
+            raise LakeError(f"no table schema on the changes for {self._display(target)}; cannot map types")
+        defs: dict[str, ColumnDef] = {}
+        table = ""
+        for schema in seen.values():
+            table = schema.qualified_name
+            for col in schema.columns:
+                defs[col.name] = col
+        return [LakeColumn(name, map_column(col, opts.types, table)) for name, col in defs.items()]
+
+    def _keys(self, target: str, entries: Sequence[Entry], opts: TargetOptions) -> tuple[str, ...]:
+        if opts.key_columns:
+            return tuple(opts.key_columns)
+        if not any(isinstance(e, RowChange) for e in entries):
+            return ()  # only TRUNCATE/DDL: no key needed
+        for e in reversed(entries):
+            if isinstance(e, RowChange) and e.primary_key:
+                return tuple(e.primary_key)
+            schema = _entry_schema(e)
+            if schema is not None and schema.primary_key:
+                return tuple(schema.primary_key)
+        source = next((e.qualified_name for e in entries if isinstance(e, RowChange)), "?")
+        raise MissingKeyError(
+            f"table {source} (target {self._display(target)}) has no primary key: configure key_columns "
+            "for it, or append_only=True"
+        )
+
+    def _meta_columns(self, opts: TargetOptions) -> list[LakeColumn]:
+        meta: list[LakeColumn] = []
+        if opts.metadata_columns or opts.append_only:
+            meta += [
+                LakeColumn(OP_COLUMN, STRING),
+                LakeColumn(TS_COLUMN, TIMESTAMP),
+                LakeColumn(POSITION_COLUMN, STRING),
+            ]
+        if opts.soft_delete and not opts.append_only:
+            meta.append(LakeColumn(DELETED_COLUMN, BOOLEAN))
+        return meta
+
+    def _ensure_table(self, target: str, columns: list[LakeColumn], opts: TargetOptions) -> None:
+        signature = tuple((c.name, c.type.sql) for c in columns)
+        if self._ensured.get(target) == signature:
+            return
+        parts = self._names[target]
+        all_columns = columns + self._meta_columns(opts)
+        if len(parts) >= 2:
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(parts[:-1])}")
+        props = {"format-version": "2"}
+        if not opts.append_only:
+            for kind in ("merge", "update", "delete"):
+                props[f"write.{kind}.mode"] = opts.write_mode
+        props.update(opts.table_properties)
+        cols_sql = ", ".join(f"{quote(c.name)} {c.type.sql}" for c in all_columns)
+        partition = ""
+        if opts.partition_by:
+            partition = " PARTITIONED BY (" + ", ".join(_partition_field(p) for p in opts.partition_by) + ")"
+        tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {target} ({cols_sql}) USING iceberg{partition} "
+            f"TBLPROPERTIES ({tblprops})"
+        )
+        existing = {f.name.lower(): f.dataType.simpleString() for f in self.spark.table(target).schema.fields}
+        for col in all_columns:
+            old = existing.get(col.name.lower())
+            if old is None:
+                self.spark.sql(f"ALTER TABLE {target} ADD COLUMN {quote(col.name)} {col.type.sql}")
+                continue
+            verdict = widening(old, col.type.sql)
+            if verdict == "widen":
+                self.spark.sql(f"ALTER TABLE {target} ALTER COLUMN {quote(col.name)} TYPE {col.type.sql}")
+            elif verdict == "incompatible":
+                raise SchemaEvolutionError(
+                    f"column {col.name!r} of {self._display(target)}: the Iceberg type {old} cannot "
+                    f"change to {col.type.sql} (only int->bigint, float->double and wider decimal "
+                    "precision are allowed)"
+                )
+        self._ensured[target] = signature
+
+    # ---- the statements --------------------------------------------------------------------------
+
+    def _stage_view(self, columns: list[LakeColumn], rows: Iterable[Sequence[Any]]) -> tuple[str, str, int]:
+        name = uuid.uuid4().hex
+        uri, count = self.staging.write(name, columns, rows)
+        view = f"binlog_cdc_stage_{name}"
+        # pyarrow writes proleptic Gregorian dates; tell Spark not to rebase (or refuse) ancient ones
+        reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
+            "int96RebaseMode", "CORRECTED"
+        )
+        reader.parquet(uri).createOrReplaceTempView(view)
+        return view, name, count
+
+    def _drop_stage(self, view: str, name: str) -> None:
+        self.spark.catalog.dropTempView(view)
+        self.staging.remove(name)
+
+    def _merge_piece(
+        self,
+        target: str,
+        columns: list[LakeColumn],
+        keys: tuple[str, ...],
+        piece: list[RowChange],
+        opts: TargetOptions,
+        props: dict[str, str],
+        counts: TableCounts,
+    ) -> None:
+        state = _collapse(piece, keys, self._display(target))
+        if not state:
+            return
+        names = [c.name for c in columns]
+        key_index = {k: names.index(k) for k in keys if k in names}
+        missing = [k for k in keys if k not in key_index]
+        if missing:
+            raise MissingKeyError(f"key column(s) {missing} are not columns of {self._display(target)}")
+        with_meta = opts.metadata_columns
+        stage_cols = [*columns, LakeColumn(_ACTION, STRING)]
+        if with_meta:
+            stage_cols += [
+                LakeColumn(OP_COLUMN, STRING),
+                LakeColumn(TS_COLUMN, TIMESTAMP),
+                LakeColumn(POSITION_COLUMN, STRING),
+            ]
+        upserts = deletes = 0
+
+        def rows() -> Iterable[tuple[Any, ...]]:
+            nonlocal upserts, deletes
+            for action, image, change in state.values():
+                if action == "U":
+                    upserts += 1
+                    values: list[Any] = [image.get(n) for n in names]
+                else:
+                    deletes += 1
+                    values = [None] * len(names)
+                    for k in keys:
+                        values[key_index[k]] = image[k]
+                values.append(action)
+                if with_meta:
+                    values += [change.op.value, _utc_from_epoch(change.timestamp), str(change.position)]
+                yield tuple(values)
+
+        view, stage_name, _ = self._stage_view(stage_cols, rows())
+        try:
+            s_view = quote(view)
+            cond = " AND ".join(
+                f"t.{quote(k)} {'<=>' if opts.key_columns else '='} s.{quote(k)}" for k in keys
+            )
+            if opts.count_changes:
+                matched = {
+                    r[0]: int(r[1])
+                    for r in self.spark.sql(
+                        f"SELECT s.{_ACTION}, count(*) FROM {s_view} s LEFT SEMI JOIN "
+                        f"(SELECT {', '.join(quote(k) for k in keys)} FROM {target}) t ON {cond} "
+                        f"GROUP BY s.{_ACTION}"
+                    ).collect()
+                }
+                counts.updated += matched.get("U", 0)
+                counts.inserted += upserts - matched.get("U", 0)
+                counts.deleted += matched.get("D", 0)
+            else:
+                counts.deleted += deletes
+            counts.upserted += upserts
+            meta_set = []
+            if with_meta:
+                meta_set = [f"t.{c} = s.{c}" for c in (OP_COLUMN, TS_COLUMN, POSITION_COLUMN)]
+            clauses = []
+            if deletes:
+                if opts.soft_delete:
+                    clauses.append(
+                        f"WHEN MATCHED AND s.{_ACTION} = 'D' THEN UPDATE SET "
+                        + ", ".join([f"t.{DELETED_COLUMN} = true", *meta_set])
+                    )
+                else:
+                    clauses.append(f"WHEN MATCHED AND s.{_ACTION} = 'D' THEN DELETE")
+            if upserts:
+                assign = [f"t.{quote(n)} = s.{quote(n)}" for n in names] + meta_set
+                insert_cols = [quote(n) for n in names]
+                insert_vals = [f"s.{quote(n)}" for n in names]
+                if with_meta:
+                    insert_cols += [OP_COLUMN, TS_COLUMN, POSITION_COLUMN]
+                    insert_vals += [f"s.{c}" for c in (OP_COLUMN, TS_COLUMN, POSITION_COLUMN)]
+                if opts.soft_delete:
+                    assign.append(f"t.{DELETED_COLUMN} = false")
+                    insert_cols.append(DELETED_COLUMN)
+                    insert_vals.append("false")
+                clauses.append(f"WHEN MATCHED AND s.{_ACTION} = 'U' THEN UPDATE SET " + ", ".join(assign))
+                clauses.append(
+                    f"WHEN NOT MATCHED AND s.{_ACTION} = 'U' THEN INSERT ({', '.join(insert_cols)}) "
+                    f"VALUES ({', '.join(insert_vals)})"
+                )
+            statement = f"MERGE INTO {target} t USING {s_view} s ON {cond} " + " ".join(clauses)
+            with commits.commit_properties(self.spark, props):
+                self.spark.sql(statement)
+            counts.commits += 1
+        finally:
+            self._drop_stage(view, stage_name)
+
+    def _truncate(
+        self, target: str, entry: DdlEntry, opts: TargetOptions, props: dict[str, str], counts: TableCounts
+    ) -> None:
+        if opts.soft_delete:
+            live = f"{DELETED_COLUMN} IS DISTINCT FROM true"
+            n = int(self.spark.sql(f"SELECT count(*) FROM {target} WHERE {live}").collect()[0][0])
+            sets = [f"{DELETED_COLUMN} = true"]
+            if opts.metadata_columns:
+                ts = _utc_from_epoch(entry.timestamp).strftime("%Y-%m-%d %H:%M:%S")
+                sets += [
+                    f"{OP_COLUMN} = 'truncate'",
+                    f"{TS_COLUMN} = TIMESTAMP {sql_string(ts + '+00:00')}",
+                    f"{POSITION_COLUMN} = {sql_string(str(entry.position))}",
+                ]
+            statement = f"UPDATE {target} SET {', '.join(sets)} WHERE {live}"
+        else:
+            n = int(self.spark.sql(f"SELECT count(*) FROM {target}").collect()[0][0])
+            statement = f"DELETE FROM {target}"
+        with commits.commit_properties(self.spark, props):
+            self.spark.sql(statement)
+        counts.deleted += n
+        counts.truncated += 1
+        counts.commits += 1
+
+    def _append(
+        self,
+        target: str,
+        columns: list[LakeColumn],
+        entries: list[Entry],
+        opts: TargetOptions,
+        end_position: BinlogPosition | None,
+        counts: TableCounts,
+    ) -> None:
+        names = [c.name for c in columns]
+        meta = [
+            LakeColumn(OP_COLUMN, STRING),
+            LakeColumn(TS_COLUMN, TIMESTAMP),
+            LakeColumn(POSITION_COLUMN, STRING),
+        ]
+        nulls = [None] * len(names)
+
+        def rows() -> Iterable[tuple[Any, ...]]:
+            for e in entries:
+                if isinstance(e, RowChange):
+                    image = e.before if e.op is Op.DELETE else e.after
+                    values = [image.get(n) for n in names] if image else list(nulls)
+                    op = e.op.value
+                elif isinstance(e, DdlEntry) and e.kind is DdlKind.TRUNCATE:
+                    values, op = list(nulls), "truncate"
+                else:
+                    continue
+                yield (*values, op, _utc_from_epoch(e.timestamp), str(e.position))
+
+        view, stage_name, n = self._stage_view(columns + meta, rows())
+        try:
+            if n:
+                last = entries[-1]
+                props = commits.mark_properties(
+                    self.destination, last.order_key, last.position, end_position, last.gtid
+                )
+                cols = ", ".join(quote(c.name) for c in columns + meta)
+                with commits.commit_properties(self.spark, props):
+                    self.spark.sql(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {quote(view)}")
+                counts.appended += n
+                counts.commits += 1
+                self._marks[target] = CommittedMark(
+                    last.order_key, last.position, end_position, last.gtid, -1
+                )
+        finally:
+            self._drop_stage(view, stage_name)
+
+
+def _split_at_truncates(entries: Sequence[Entry]) -> list[list[RowChange] | DdlEntry]:
+    pieces: list[list[RowChange] | DdlEntry] = []
+    current: list[RowChange] = []
+    for e in entries:
+        if isinstance(e, RowChange):
+            current.append(e)
+        elif isinstance(e, DdlEntry) and e.kind is DdlKind.TRUNCATE:
+            if current:
+                pieces.append(current)
+                current = []
+            pieces.append(e)
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _collapse(
+    changes: Sequence[RowChange], keys: tuple[str, ...], table: str
+) -> dict[tuple[Any, ...], tuple[str, dict[str, Any], RowChange]]:
+    """The last change per key: ``key -> ("U", after image, change)`` or ``("D", before image, change)``."""
+    state: dict[tuple[Any, ...], tuple[str, dict[str, Any], RowChange]] = {}
+    try:
+        for c in changes:
+            if c.op is Op.INSERT:
+                after = c.after or {}
+                _check_full(c, after, table)
+                state[tuple(after[k] for k in keys)] = ("U", after, c)
+            elif c.op is Op.UPDATE:
+                before, after = c.before or {}, c.after or {}
+                _check_full(c, after, table)
+                old = tuple(before[k] for k in keys)
+                new = tuple(after[k] for k in keys)
+                if old != new:
+                    state[old] = ("D", before, c)
+                state[new] = ("U", after, c)
+            else:
+                before = c.before or {}
+                state[tuple(before[k] for k in keys)] = ("D", before, c)
+    except KeyError as exc:
+        raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
+    return state
+
+
+def _check_full(change: RowChange, image: Mapping[str, Any], table: str) -> None:
+    schema = change.table_schema
+    if schema is not None and len(image) < len(schema.columns):
+        raise LakeError(
+            f"partial row image for {table} at {change.position}: inserts and updates need "
+            "binlog_row_image=FULL"
+        )
+
+
+def committed_marks(
+    spark: SparkSession, targets: Iterable[str], destination: str
+) -> dict[str, CommittedMark | None]:
+    """Read the committed mark of each target table for ``destination`` (for reconciliation).
+
+    :param targets: target names as given to :class:`ChangeMerger`.
+    """
+    return {t: commits.read_mark(spark, quote_parts(parse_name(t)), destination) for t in targets}
+
+
+def merge_batch(
+    spark: SparkSession,
+    destination: str,
+    tables: Mapping[str, str],
+    entries: Iterable[Entry],
+    end_position: BinlogPosition | None = None,
+    options: TargetOptions | Mapping[str, TargetOptions] | None = None,
+    staging_root: str | None = None,
+    max_rows: int = 500_000,
+) -> dict[str, TableCounts]:
+    """Merge one batch of entries and return counts per target (a one-shot :class:`ChangeMerger`)."""
+    with ChangeMerger(spark, destination, tables, options, staging_root, max_rows) as merger:
+        return merger.merge(entries, end_position)
+
+
+__all__ = [
+    "DELETED_COLUMN",
+    "OP_COLUMN",
+    "POSITION_COLUMN",
+    "TS_COLUMN",
+    "ChangeMerger",
+    "OrderKey",
+    "TableCounts",
+    "TargetOptions",
+    "committed_marks",
+    "merge_batch",
+]

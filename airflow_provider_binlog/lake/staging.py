@@ -1,0 +1,118 @@
+"""Staging: rows of one target become typed Arrow chunks in a Parquet file that Spark reads.
+
+Parquet through ``spark.read.parquet`` is about 3x faster than ``createDataFrame`` on Python tuples
+(STACK.md) and keeps the driver's memory to one chunk of Arrow arrays at a time.
+
+The staging root must be readable by the executors: a local directory is enough for ``local[*]`` and
+for a cluster on the same machine; a real cluster needs a shared URI (``hdfs://``, ``s3://``...),
+written through ``pyarrow.fs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.types import LakeColumn, arrow_schema
+
+DEFAULT_CHUNK_ROWS = 65_536
+
+
+def _chunks(rows: Iterable[Sequence[Any]], size: int) -> Iterator[list[Sequence[Any]]]:
+    it = iter(rows)
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def to_arrow(columns: Sequence[LakeColumn], rows: Sequence[Sequence[Any]]) -> pa.Table:
+    """Build one Arrow table from row tuples in column order (decoder values, ``None`` for NULL).
+
+    :raises LakeError: naming the column when a value does not fit its type.
+    """
+    arrays = []
+    for i, col in enumerate(columns):
+        conv = col.type.convert
+        if conv is None:
+            values = [r[i] for r in rows]
+        else:
+            values = [None if (v := r[i]) is None else conv(v) for r in rows]
+        try:
+            arrays.append(pa.array(values, type=col.type.arrow))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise LakeError(f"column {col.name!r}: value does not fit {col.type.sql}: {exc}") from exc
+    return pa.Table.from_arrays(arrays, schema=arrow_schema(columns))
+
+
+class StagingArea:
+    """A private directory (local path or URI) holding the staged files of one merger.
+
+    :param root: where to create it; a local temporary directory when ``None``.
+    """
+
+    def __init__(self, root: str | None = None) -> None:
+        self._owned_tmp: str | None = None
+        if root is None:
+            self._owned_tmp = tempfile.mkdtemp(prefix="binlog-cdc-stage-")
+            root = self._owned_tmp
+        if "://" in root:
+            self.fs, base = pafs.FileSystem.from_uri(root)
+            self._uri_prefix = root[: len(root) - len(base)] if root.endswith(base) else ""
+        else:
+            self.fs = pafs.LocalFileSystem()
+            base = os.path.abspath(root)
+            self._uri_prefix = "file://"
+        self.base = f"{base.rstrip('/')}/{uuid.uuid4().hex}"
+        self.fs.create_dir(self.base, recursive=True)
+
+    def uri(self, path: str) -> str:
+        """The URI Spark reads ``path`` (a path inside this area's filesystem) through."""
+        return f"{self._uri_prefix}{path}"
+
+    def write(
+        self,
+        name: str,
+        columns: Sequence[LakeColumn],
+        rows: Iterable[Sequence[Any]],
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    ) -> tuple[str, int]:
+        """Write rows to ``<area>/<name>/part-0.parquet`` in chunks; return (directory URI, row count)."""
+        directory = f"{self.base}/{name}"
+        self.fs.create_dir(directory, recursive=True)
+        schema = arrow_schema(columns)
+        count = 0
+        with (
+            self.fs.open_output_stream(f"{directory}/part-0.parquet") as sink,
+            pq.ParquetWriter(sink, schema, compression="snappy") as writer,
+        ):
+            for chunk in _chunks(rows, chunk_rows):
+                writer.write_table(to_arrow(columns, chunk))
+                count += len(chunk)
+            if count == 0:
+                writer.write_table(schema.empty_table())
+        return self.uri(directory), count
+
+    def remove(self, name: str) -> None:
+        """Delete one staged directory (best effort)."""
+        with contextlib.suppress(OSError, pa.ArrowException):
+            self.fs.delete_dir(f"{self.base}/{name}")
+
+    def close(self) -> None:
+        """Delete everything this area staged."""
+        with contextlib.suppress(OSError, pa.ArrowException):
+            self.fs.delete_dir(self.base)
+        if self._owned_tmp is not None:
+            shutil.rmtree(self._owned_tmp, ignore_errors=True)

@@ -1,0 +1,307 @@
+"""The merge against real local Spark + Iceberg: a randomized model check and the exactly-once cases."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import Entry, Op, OrderKey, RowChange
+from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake.errors import MissingKeyError, SchemaEvolutionError
+from airflow_provider_binlog.lake.merge import (
+    DELETED_COLUMN,
+    OP_COLUMN,
+    ChangeMerger,
+    TargetOptions,
+    committed_marks,
+    merge_batch,
+)
+from airflow_provider_binlog.lake.sql import quote_parts
+
+from .model import SourceTable, all_type_columns, read_table
+
+pytestmark = pytest.mark.spark
+
+
+def _ns() -> str:
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+def _batches(entries: list[Entry], rng: random.Random, n: int) -> list[list[Entry]]:
+    cuts = sorted(rng.sample(range(1, len(entries)), min(n - 1, len(entries) - 1)))
+    out, prev = [], 0
+    for c in [*cuts, len(entries)]:
+        out.append(entries[prev:c])
+        prev = c
+    return [b for b in out if b]
+
+
+def _end(batch: list[Entry]) -> BinlogPosition:
+    return batch[-1].end_position
+
+
+def _assert_equal(spark: Any, target: str, src: SourceTable, where: str = "") -> None:
+    expected = src.expected()
+    columns = [c.cdef.name for c in src.all_columns]
+    actual = read_table(spark, target, columns, where)
+    assert sorted(actual) == sorted(expected)
+    for key, row in expected.items():
+        for col in columns:
+            assert actual[key][col] == row[col], (key, col, actual[key][col], row[col])
+
+
+@pytest.mark.parametrize(
+    ("seed", "options"),
+    [
+        (1, TargetOptions()),
+        (
+            2,
+            TargetOptions(write_mode="merge-on-read", metadata_columns=True, partition_by=("bucket(4, id)",)),
+        ),
+        (3, TargetOptions(soft_delete=True, metadata_columns=True)),
+    ],
+    ids=["cow", "mor-partitioned-meta", "soft-delete"],
+)
+def test_model_check(spark: Any, seed: int, options: TargetOptions) -> None:
+    """Random inserts, updates (with key changes), deletes, truncates and ADD COLUMN, merged in random
+    batch splits, leave the Iceberg table equal to the model, every type, value for value."""
+    rng = random.Random(seed)
+    src = SourceTable("shop", "orders", all_type_columns(), rng)
+    target = f"lake.{_ns()}.orders"
+    merger = ChangeMerger(spark, "dest", {"shop.orders": target}, options, max_rows=rng.choice([20, 1000]))
+    where = f"WHERE {DELETED_COLUMN} = false" if options.soft_delete else ""
+    for _round in range(2):
+        entries = [e for e in (src.random_op() for _ in range(rng.randint(25, 45))) if e is not None]
+        for batch in _batches(entries, rng, 2):
+            merger.merge(batch, _end(batch))
+        _assert_equal(spark, target, src, where)
+    if options.metadata_columns:
+        ops = {r[0] for r in spark.sql(f"SELECT DISTINCT {OP_COLUMN} FROM {target}").collect()}
+        assert ops <= {"insert", "update", "delete", "truncate"}
+    merger.close()
+
+
+def _simple_table(
+    name: str = "t", cols: tuple[ColumnDef, ...] | None = None, pk: tuple[str, ...] = ("id",)
+) -> TableSchema:
+    cols = cols or (ColumnDef("id", T.LONG), ColumnDef("v", T.VARCHAR, collation=45, charset="utf-8"))
+    return TableSchema("db", name, cols, pk)
+
+
+def _row(
+    schema: TableSchema,
+    op: Op,
+    n: int,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    file_no: int = 1,
+) -> RowChange:
+    pos = BinlogPosition(f"mysql-bin.{file_no:06d}", 100 + n * 10)
+    return RowChange(
+        "dest",
+        schema.schema,
+        schema.table,
+        op,
+        before,
+        after,
+        schema.primary_key,
+        pos,
+        BinlogPosition(pos.file, pos.pos + 10),
+        f"0-1-{n}",
+        1_700_000_000 + n,
+        OrderKey(file_no, pos.pos, -1, 0),
+        schema,
+    )
+
+
+def test_reapplying_a_committed_batch_is_a_no_op(spark: Any) -> None:
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    batch: list[Entry] = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(5)]
+    batch.append(_row(schema, Op.UPDATE, 5, {"id": 1, "v": "x1"}, {"id": 1, "v": "y"}))
+    batch.append(_row(schema, Op.DELETE, 6, {"id": 2, "v": "x2"}, None))
+    first = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))
+    assert first[target].inserted == 4 and first[target].deleted == 0 and first[target].commits == 1
+    snap = commits.read_mark(spark, target, "dest")
+    assert snap is not None and snap.end_position == _end(batch) and snap.order_key == batch[-1].order_key
+    again = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))
+    assert again[target].commits == 0 and again[target].skipped == len(batch)
+    assert commits.read_mark(spark, target, "dest") == snap
+    rows = {r[0]: r[1] for r in spark.table(target).collect()}
+    assert rows == {0: "x0", 1: "y", 3: "x3", 4: "x4"}
+    # another destination's mark is separate
+    assert commits.read_mark(spark, target, "other") is None
+
+
+def test_counts_insert_update_delete(spark: Any) -> None:
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    merge_batch(
+        spark,
+        "dest",
+        {"db.t": target},
+        [_row(schema, Op.INSERT, i, None, {"id": i, "v": "a"}) for i in range(3)],
+    )
+    batch: list[Entry] = [
+        _row(schema, Op.UPDATE, 10, {"id": 0, "v": "a"}, {"id": 0, "v": "b"}),
+        _row(schema, Op.UPDATE, 11, {"id": 1, "v": "a"}, {"id": 7, "v": "k"}),  # key change
+        _row(schema, Op.DELETE, 12, {"id": 2, "v": "a"}, None),
+        _row(schema, Op.INSERT, 13, None, {"id": 9, "v": "n"}),
+    ]
+    counts = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))[target]
+    assert (counts.inserted, counts.updated, counts.deleted) == (2, 1, 2)
+    assert {r[0]: r[1] for r in spark.table(target).collect()} == {0: "b", 7: "k", 9: "n"}
+
+
+def test_crash_between_two_tables_completes_on_retry(spark: Any) -> None:
+    """Only the first table committed before a crash: the retry skips it and applies the second."""
+    ns = _ns()
+    a, b = _simple_table("a"), _simple_table("b")
+    tables = {"db.a": f"lake.{ns}.a", "db.b": f"lake.{ns}.b"}
+    batch: list[Entry] = []
+    for i in range(6):
+        schema = a if i % 2 == 0 else b
+        batch.append(_row(schema, Op.INSERT, i, None, {"id": i, "v": f"v{i}"}))
+
+    class Crash(Exception):
+        pass
+
+    class CrashingMerger(ChangeMerger):
+        def _apply(self, target: str, entries: list[Entry], end_position: BinlogPosition | None) -> None:
+            if target.endswith("`b`"):
+                raise Crash
+            super()._apply(target, entries, end_position)
+
+    with CrashingMerger(spark, "dest", tables) as m, pytest.raises(Crash):
+        m.merge(batch, _end(batch))
+    assert spark.table(tables["db.a"]).count() == 3
+    snapshots_a = spark.sql(f"SELECT count(*) FROM {tables['db.a']}.snapshots").collect()[0][0]
+    marks = committed_marks(spark, tables.values(), "dest")
+    assert marks[tables["db.a"]] is not None and marks[tables["db.b"]] is None
+
+    counts = merge_batch(spark, "dest", tables, batch, _end(batch))
+    assert counts[tables["db.a"]].skipped == 3 and counts[tables["db.a"]].commits == 0
+    assert counts[tables["db.b"]].inserted == 3
+    assert spark.sql(f"SELECT count(*) FROM {tables['db.a']}.snapshots").collect()[0][0] == snapshots_a
+    assert sorted(r[0] for r in spark.table(tables["db.b"]).collect()) == [1, 3, 5]
+
+
+def test_chunked_commits_resume_inside_a_batch(spark: Any) -> None:
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    batch: list[Entry] = [_row(schema, Op.INSERT, i, None, {"id": i, "v": "a"}) for i in range(10)]
+    with ChangeMerger(spark, "dest", {"db.t": target}, max_rows=4) as m:
+        for e in batch[:9]:
+            m.add(e)  # two chunks of 4 committed, one entry still buffered: "crash" now
+    mark = commits.read_mark(spark, target, "dest")
+    assert mark is not None and mark.order_key == batch[7].order_key and mark.end_position is None
+    counts = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))[target]
+    assert counts.skipped == 8 and counts.inserted == 2
+    assert spark.table(target).count() == 10
+
+
+def test_odd_identifiers_are_quoted(spark: Any) -> None:
+    cols = (
+        ColumnDef("id`x", T.LONG),
+        ColumnDef("sp ace", T.LONG),
+        ColumnDef("dot.ted", T.LONG),
+        ColumnDef("select", T.LONG),
+    )
+    ns = _ns()
+    for table in ("a`b", "x; DROP", "we.ird"):
+        schema = TableSchema("db", table, cols, ("id`x",))
+        target = quote_parts(("lake", ns, table))
+        rows = [{"id`x": i, "sp ace": i * 2, "dot.ted": i * 3, "select": i * 4} for i in range(3)]
+        batch: list[Entry] = [_row(schema, Op.INSERT, i, None, r) for i, r in enumerate(rows)]
+        batch.append(_row(schema, Op.UPDATE, 5, rows[0], {**rows[0], "id`x": 10}))
+        batch.append(_row(schema, Op.DELETE, 6, rows[1], None))
+        counts = merge_batch(
+            spark,
+            "dest",
+            {f"db.{table}": target},
+            batch,
+            _end(batch),
+            options=TargetOptions(partition_by=("bucket(2, `sp ace`)",)),
+        )
+        assert counts[f"lake.{ns}.{table}"].commits == 1
+        got = sorted(tuple(r) for r in spark.table(target).collect())
+        assert got == [(2, 4, 6, 8), (10, 0, 0, 0)]
+    assert spark.sql(f"SHOW TABLES IN lake.{ns}").count() == 3
+
+
+def test_table_without_key_needs_key_columns_or_append_only(spark: Any) -> None:
+    schema = _simple_table("nokey", pk=())
+    ns = _ns()
+    batch: list[Entry] = [_row(schema, Op.INSERT, i, None, {"id": i, "v": "a"}) for i in range(3)]
+    batch.append(_row(schema, Op.DELETE, 4, {"id": 1, "v": "a"}, None))
+    with pytest.raises(MissingKeyError, match=r"db\.nokey"):
+        merge_batch(spark, "dest", {"db.nokey": f"lake.{ns}.k"}, batch)
+    merge_batch(
+        spark, "dest", {"db.nokey": f"lake.{ns}.k"}, batch, options=TargetOptions(key_columns=("id",))
+    )
+    assert sorted(r[0] for r in spark.table(f"lake.{ns}.k").collect()) == [0, 2]
+    counts = merge_batch(
+        spark, "dest", {"db.nokey": f"lake.{ns}.log"}, batch, options=TargetOptions(append_only=True)
+    )
+    assert counts[f"lake.{ns}.log"].appended == 4
+    log = spark.sql(f"SELECT id, {OP_COLUMN} FROM lake.{ns}.log ORDER BY _cdc_position").collect()
+    assert [tuple(r) for r in log] == [(0, "insert"), (1, "insert"), (2, "insert"), (1, "delete")]
+    again = merge_batch(
+        spark, "dest", {"db.nokey": f"lake.{ns}.log"}, batch, options=TargetOptions(append_only=True)
+    )
+    assert again[f"lake.{ns}.log"].appended == 0 and spark.table(f"lake.{ns}.log").count() == 4
+
+
+def test_type_widening_and_incompatible_change(spark: Any) -> None:
+    target = f"lake.{_ns()}.w"
+    v1 = _simple_table(
+        "w",
+        (
+            ColumnDef("id", T.LONG),
+            ColumnDef("n", T.LONG),
+            ColumnDef("f", T.FLOAT),
+            ColumnDef("d", T.NEWDECIMAL, precision=5, scale=2),
+        ),
+    )
+    merge_batch(
+        spark, "dest", {"db.w": target}, [_row(v1, Op.INSERT, 1, None, {"id": 1, "n": 1, "f": 1.5, "d": 1})]
+    )
+    v2 = _simple_table(
+        "w",
+        (
+            ColumnDef("id", T.LONG),
+            ColumnDef("n", T.LONGLONG),
+            ColumnDef("f", T.DOUBLE),
+            ColumnDef("d", T.NEWDECIMAL, precision=10, scale=2),
+        ),
+    )
+    merge_batch(
+        spark,
+        "dest",
+        {"db.w": target},
+        [_row(v2, Op.INSERT, 2, None, {"id": 2, "n": 2**40, "f": 0.1, "d": 12345678})],
+    )
+    types = {f.name: f.dataType.simpleString() for f in spark.table(target).schema.fields}
+    assert types == {"id": "int", "n": "bigint", "f": "double", "d": "decimal(10,2)"}
+    v3 = _simple_table(
+        "w",
+        (
+            ColumnDef("id", T.LONG),
+            ColumnDef("n", T.VARCHAR, collation=45, charset="utf-8"),
+            ColumnDef("f", T.DOUBLE),
+            ColumnDef("d", T.NEWDECIMAL, precision=10, scale=2),
+        ),
+    )
+    with pytest.raises(SchemaEvolutionError, match=r"'n'.*bigint.*string"):
+        merge_batch(
+            spark,
+            "dest",
+            {"db.w": target},
+            [_row(v3, Op.INSERT, 3, None, {"id": 3, "n": "x", "f": 0.0, "d": 0})],
+        )
