@@ -1,0 +1,189 @@
+"""Type mapping, identifiers, staging and session configuration: no Spark needed."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import zipfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
+from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.errors import ConfigurationError
+from airflow_provider_binlog.lake import jars
+from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
+from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
+from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
+from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
+from airflow_provider_binlog.lake.types import LakeColumn, TypeOptions, map_column, widening
+
+UTF8, BIN = 45, 63
+
+
+@pytest.mark.parametrize(
+    ("col", "sql"),
+    [
+        (ColumnDef("c", T.TINY), "int"),
+        (ColumnDef("c", T.TINY, unsigned=True), "int"),
+        (ColumnDef("c", T.SHORT, unsigned=True), "int"),
+        (ColumnDef("c", T.INT24, unsigned=True), "int"),
+        (ColumnDef("c", T.LONG), "int"),
+        (ColumnDef("c", T.LONG, unsigned=True), "bigint"),
+        (ColumnDef("c", T.LONGLONG), "bigint"),
+        (ColumnDef("c", T.LONGLONG, unsigned=True), "decimal(20,0)"),
+        (ColumnDef("c", T.NEWDECIMAL, precision=10, scale=2), "decimal(10,2)"),
+        (ColumnDef("c", T.NEWDECIMAL, meta=(38 << 8) | 5), "decimal(38,5)"),
+        (ColumnDef("c", T.FLOAT), "float"),
+        (ColumnDef("c", T.DOUBLE), "double"),
+        (ColumnDef("c", T.BIT, meta=(7 << 8) | 7), "bigint"),  # BIT(63)
+        (ColumnDef("c", T.BIT, meta=8 << 8), "decimal(20,0)"),  # BIT(64)
+        (ColumnDef("c", T.YEAR), "int"),
+        (ColumnDef("c", T.DATE), "date"),
+        (ColumnDef("c", T.TIME2), "bigint"),
+        (ColumnDef("c", T.DATETIME2), "timestamp_ntz"),
+        (ColumnDef("c", T.TIMESTAMP2), "timestamp"),
+        (ColumnDef("c", T.VARCHAR, collation=UTF8), "string"),
+        (ColumnDef("c", T.STRING, collation=BIN), "binary"),
+        (ColumnDef("c", T.BLOB, collation=UTF8, charset="utf-8"), "string"),
+        (ColumnDef("c", T.BLOB, collation=BIN), "binary"),
+        (ColumnDef("c", T.ENUM), "string"),
+        (ColumnDef("c", T.SET), "string"),
+        (ColumnDef("c", T.JSON), "string"),
+        (ColumnDef("c", T.GEOMETRY), "binary"),
+        (ColumnDef("c", T.VECTOR), "array<float>"),
+    ],
+)
+def test_mapping(col: ColumnDef, sql: str) -> None:
+    assert map_column(col).sql == sql
+
+
+def test_wide_decimal_is_an_error_or_a_string() -> None:
+    col = ColumnDef("amount", T.NEWDECIMAL, precision=65, scale=30)
+    with pytest.raises(TypeMappingError, match=r"'amount' of shop\.t: DECIMAL\(65,30\)"):
+        map_column(col, table="shop.t")
+    lt = map_column(col, TypeOptions(decimal_overflow="string"))
+    assert lt.sql == "string"
+    assert lt.convert is not None and lt.convert(decimal.Decimal("1.50")) == "1.50"
+
+
+def test_unmapped_type_names_the_column() -> None:
+    with pytest.raises(TypeMappingError, match=r"'x'.*TYPED_ARRAY"):
+        map_column(ColumnDef("x", T.TYPED_ARRAY))
+
+
+def test_converters() -> None:
+    def conv(col: ColumnDef, value: object, options: TypeOptions | None = None) -> object:
+        lt = map_column(col, options)
+        return value if lt.convert is None else lt.convert(value)
+
+    assert conv(ColumnDef("c", T.TIME2), datetime.timedelta(hours=-838, microseconds=-1)) == -(
+        838 * 3600 * 10**6 + 1
+    )
+    assert conv(ColumnDef("c", T.JSON), JSON_NULL) == "null"
+    assert (
+        conv(ColumnDef("c", T.JSON), {"a": [1, decimal.Decimal("2.50"), None, True]})
+        == '{"a": [1, 2.50, null, true]}'
+    )
+    assert conv(ColumnDef("c", T.GEOMETRY), b"\x01\x00\x00\x00WKB") == b"WKB"
+    assert (
+        conv(ColumnDef("c", T.GEOMETRY), b"\x01\x00\x00\x00WKB", TypeOptions(geometry="mysql"))
+        == b"\x01\x00\x00\x00WKB"
+    )
+    assert conv(ColumnDef("c", T.ENUM), 2) == "2"
+
+
+def test_widening() -> None:
+    assert widening("int", "bigint") == "widen"
+    assert widening("float", "double") == "widen"
+    assert widening("decimal(10,2)", "decimal(12,2)") == "widen"
+    assert widening("bigint", "int") == "narrower"
+    assert widening("decimal(10,2)", "decimal(12,3)") == "incompatible"
+    assert widening("bigint", "decimal(20,0)") == "incompatible"
+    assert widening("string", "string") == "same"
+
+
+def test_identifiers() -> None:
+    assert quote("a`b") == "`a``b`"
+    assert quote_parts(("lake", "x; DROP", "t")) == "`lake`.`x; DROP`.`t`"
+    assert parse_name("lake.shop.orders") == ("lake", "shop", "orders")
+    assert parse_name("lake.db.`a.b``c`") == ("lake", "db", "a.b`c")
+    assert parse_name(quote_parts(("l", "we`ird", "x; DROP"))) == ("l", "we`ird", "x; DROP")
+    for bad in ("lake..t", "lake.`t", "a`b.c", "lake.`t`x"):
+        with pytest.raises(ConfigurationError):
+            parse_name(bad)
+
+
+def test_staging_writes_typed_parquet_in_chunks(tmp_path: Path) -> None:
+    cols = [
+        LakeColumn("id", map_column(ColumnDef("id", T.LONGLONG, unsigned=True))),
+        LakeColumn("ts", map_column(ColumnDef("ts", T.TIMESTAMP2))),
+        LakeColumn("dt", map_column(ColumnDef("dt", T.DATETIME2))),
+        LakeColumn("vec", map_column(ColumnDef("vec", T.VECTOR))),
+    ]
+    utc = datetime.timezone.utc
+    rows = [
+        (2**64 - 1 - i, datetime.datetime(2020, 1, 1, tzinfo=utc), datetime.datetime(1, 1, 1), [1.5])
+        for i in range(10)
+    ]
+    rows.append((None, None, None, None))
+    area = StagingArea(str(tmp_path))
+    uri, n = area.write("x", cols, iter(rows), chunk_rows=3)
+    assert n == 11 and uri.startswith("file://")
+    table = pq.read_table(uri[len("file://") :])
+    assert table.num_rows == 11 and str(table.schema.field("id").type) == "decimal128(20, 0)"
+    assert str(table.schema.field("ts").type) == "timestamp[us, tz=UTC]"
+    assert table.column("dt")[0].as_py() == datetime.datetime(1, 1, 1)
+    with pytest.raises(LakeError, match="'id'"):
+        to_arrow(cols[:1], [(10**21,)])
+    area.close()
+    assert not any(tmp_path.iterdir())
+
+
+def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / jars.SHADED_JACKSON_NAME).write_bytes(b"")  # pretend it is built
+    conf = session_conf(warehouse=str(tmp_path / "wh"))
+    assert conf["spark.master"] == "local[*]"
+    assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
+    assert (
+        "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
+        and jars.SHADED_JACKSON_NAME in conf["spark.jars"]
+    )
+    # Maven users: no local jars; a REST catalog through plain conf; extensions appended to the user's
+    conf = session_conf(
+        master="spark://h:7077",
+        catalog="cat",
+        conf={
+            "spark.jars.packages": jars.ICEBERG_MAVEN_PACKAGE,
+            "spark.sql.catalog.cat": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.cat.type": "rest",
+            "spark.sql.extensions": "com.example.Ext",
+        },
+    )
+    assert "spark.jars" not in conf and conf["spark.master"] == "spark://h:7077"
+    assert conf["spark.sql.catalog.cat.type"] == "rest" and "spark.sql.catalog.cat.warehouse" not in conf
+    assert conf["spark.sql.extensions"] == f"com.example.Ext,{ICEBERG_EXTENSIONS}"
+    assert "spark.ui.enabled" not in conf
+
+
+def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
+    if not Path(jars.JARJAR_DEFAULT).exists():
+        pytest.skip("libjarjar-java is not installed")
+    with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.jars"):
+        jars.shaded_jackson_jar(build=False)
+    assert jars.main([]) == 0
+    jar = jars.shaded_jackson_jar()
+    mtime = jar.stat().st_mtime_ns
+    with zipfile.ZipFile(jar) as z:
+        names = set(z.namelist())
+    assert "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class" in names
+    assert not any(n.startswith("com/fasterxml/") or n.startswith("META-INF/versions/") for n in names)
+    assert jars.shaded_jackson_jar().stat().st_mtime_ns == mtime
+    assert [p.name for p in tmp_path.iterdir()] == [jars.SHADED_JACKSON_NAME]
