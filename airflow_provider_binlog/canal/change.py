@@ -83,6 +83,8 @@ class DdlEntry:
     :param table: the table it affects, ``None`` when not about one table (e.g. CREATE DATABASE).
     :param sql: the statement text as logged.
     :param table_schema: the table's columns after the statement, when known.
+    :param server_id: the server id in the event header.
+    :param gtid_set: the executed GTID set / MariaDB GTID position after this statement, when known.
     """
 
     destination: str
@@ -96,11 +98,16 @@ class DdlEntry:
     timestamp: int
     order_key: OrderKey
     table_schema: TableSchema | None = None
+    server_id: int = 0
+    gtid_set: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionEnd:
-    """The XID or COMMIT that closes a transaction: the place a cursor may point to."""
+    """The XID or COMMIT that closes a transaction: the place a cursor may point to.
+
+    :param gtid_set: the executed GTID set / MariaDB GTID position after this transaction, when known.
+    """
 
     destination: str
     position: BinlogPosition
@@ -109,6 +116,7 @@ class TransactionEnd:
     timestamp: int
     order_key: OrderKey
     server_id: int = 0
+    gtid_set: str | None = None
 
 
 Entry = RowChange | DdlEntry | TransactionEnd

@@ -117,8 +117,10 @@ class Collations:
         self.by_name: dict[str, int] = {}
         self.default_for: dict[str, int] = {}
         for name, cid, charset, is_default in rows:
+            if name is None or cid is None:
+                continue  # MariaDB 10.10+ lists collation aliases without ids
             self.by_name[name.lower()] = int(cid)
-            if is_default:
+            if is_default and charset is not None:
                 self.default_for[charset.lower()] = int(cid)
 
     def resolve(self, collation: str | None, charset: str | None) -> int | None:

@@ -127,6 +127,7 @@ class EventStore:
     :param max_entries: capacity in entries.
     :param max_bytes: capacity in estimated bytes.
     :param size_of: the size estimator (default :func:`estimate_size`).
+    :param first_batch_id: the id of the first batch (to continue after ids an earlier attempt used).
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class EventStore:
         max_entries: int = 16_384,
         max_bytes: int = 64 * 1024 * 1024,
         size_of: Callable[[Entry], int] = estimate_size,
+        first_batch_id: int = 1,
     ) -> None:
         if max_entries < 1 or max_bytes < 1:
             raise ConfigurationError("store capacity must be at least 1 entry and 1 byte")
@@ -150,7 +152,7 @@ class EventStore:
         self._ack_seq = 0
         self._durable_seq = 0
         self._used_bytes = 0
-        self._next_batch_id = 1
+        self._next_batch_id = max(1, first_batch_id)
         self._outstanding: OrderedDict[int, Batch] = OrderedDict()
         self._producer_waiting = False
         self._flushed = False
@@ -161,11 +163,15 @@ class EventStore:
 
     # -- producer ---------------------------------------------------------------------------
 
-    def put(self, entries: Entry | Iterable[Entry], timeout: float | None = None) -> int:
+    def put(
+        self, entries: Entry | Iterable[Entry], timeout: float | None = None, generation: int | None = None
+    ) -> int:
         """Append entries in order, blocking while the buffer is full.
 
         :param entries: one entry or an iterable of entries.
         :param timeout: seconds to wait for space per entry; ``None`` waits indefinitely.
+        :param generation: the :attr:`generation` the producer started in; a put after a
+            :meth:`reset` then raises :class:`StoreResetError` instead of mixing old entries in.
         :return: the number of entries put (fewer than given only on timeout).
         :raises StoreClosedError: the store was closed; :class:`StoreResetError` when reset.
         """
@@ -174,6 +180,8 @@ class EventStore:
         )
         count = 0
         with self._lock:
+            if generation is not None and generation != self._generation:
+                raise StoreResetError("the event store was reset")
             generation = self._generation
             for entry in items:
                 size = self._size_of(entry)
@@ -335,6 +343,15 @@ class EventStore:
             self._not_empty.notify_all()
 
     # -- state ------------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Increases with every :meth:`reset`."""
+        return self._generation
+
+    @property
+    def next_batch_id(self) -> int:
+        return self._next_batch_id
 
     @property
     def put_seq(self) -> int:

@@ -144,6 +144,11 @@ class MetaManager(ABC):
         """
         return self._write(client_path(client) + "/cursor", position.to_json().encode(), expected)
 
+    def delete_cursor(self, client: ClientIdentity, expected: Version = ...) -> None:
+        """Forget the cursor (the next start uses the configured start position); with
+        ``expected``, only if it is still that version."""
+        self._delete(client_path(client) + "/cursor", expected)
+
     def min_cursor(self, destination: str) -> LogPosition | None:
         """The smallest cursor over the destination's clients (where canal resumes the parser)."""
         best: LogPosition | None = None
