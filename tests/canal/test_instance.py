@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pymysql
 import pytest
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
@@ -311,3 +312,96 @@ def test_add_and_drop_column_between_writes_minimal_metadata(mariadb_minimal: An
         ddls = [e for e in entries if isinstance(e, DdlEntry)]
         assert [d.sql.split()[3] for d in ddls] == ["ADD", "DROP"]
         assert ddls[0].table_schema is not None and ddls[0].table_schema.column_names == ("id", "a", "c", "b")
+
+
+def test_reconnect_after_the_dump_connection_is_killed(mariadb: Any, database: str) -> None:
+    """Kill the server side of the dump mid-stream: every change arrives once, in order."""
+    mariadb.execute(f"CREATE TABLE `{database}`.r (id INT PRIMARY KEY, t INT, pad TEXT)")
+    start = head(mariadb)
+    conn = mariadb.connect(database)
+    pad = "p" * 2000  # 6 MB of binlog: more than the socket buffers hold
+    try:
+        with conn.cursor() as cur:
+            for t in range(30):
+                conn.begin()
+                cur.executemany(
+                    "INSERT INTO r VALUES (%s, %s, %s)", [(t * 100 + i, t, pad) for i in range(100)]
+                )
+                conn.commit()
+    finally:
+        conn.close()
+    inst = make(
+        mariadb, database, MemoryMetaManager(), start=StartSpec(position=str(start)),
+        max_entries=16, reconnect_initial=0.1,
+    )  # fmt: skip
+    inst.subscribe(stop_at="head")
+    got: list[Entry] = []
+    kills = 0
+    deadline = time.monotonic() + 60
+    while not inst.done:
+        assert time.monotonic() < deadline
+        batch = inst.get_without_ack(50, timeout=0.5)
+        if batch.id is None:
+            continue
+        got.extend(batch.entries)
+        inst.ack(batch.id)
+        if kills < 2 and len(got) > 500 * (kills + 1):
+            threads = mariadb.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST "
+                "WHERE COMMAND LIKE 'Binlog Dump%%' AND USER = %s",
+                (mariadb.repl_user,),
+            )
+            killed = 0
+            for (tid,) in threads:
+                try:
+                    mariadb.execute(f"KILL {int(tid)}")
+                    killed += 1
+                except pymysql.err.OperationalError:
+                    pass  # already gone
+            kills += killed > 0
+    inst.close()
+    # the second kill may land after the rest of the binlog is already in the socket buffers
+    assert kills == 2 and inst.reconnects >= 1, (kills, inst.reconnects, len(got))
+    ids = [e.after["id"] for e in got if isinstance(e, RowChange) and e.after]
+    assert ids == list(range(3000))
+
+
+def test_ack_refused_after_the_zookeeper_session_is_lost(
+    mariadb: Any, database: str, workload: BinlogPosition, zookeeper: Any, zk_client: Any, zk_chroot: str
+) -> None:
+    from kazoo.client import KazooClient
+    from kazoo.protocol.states import KazooState
+
+    from airflow_provider_binlog.canal.errors import RunningHeldError, SessionLostError
+    from airflow_provider_binlog.canal.ha import RunningNode
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+
+    meta = ZooKeeperMetaManager(zk_client)
+    cfg = InstanceConfig(
+        "zkdest", source(mariadb), TableFilter(f"{database}\\..*"), start=StartSpec(str(workload))
+    )
+    inst = CanalInstance(cfg, meta, running=RunningNode(zk_client, cfg.identity, label="first"))
+    inst.subscribe(stop_at="head")
+    batch = inst.get_without_ack(10, timeout=5)
+    assert batch.id is not None
+    data, _ = zk_client.get("/otter/canal/destinations/zkdest/1001/mark/" + f"{batch.id:010d}")
+    assert b"PositionRange" in data
+
+    other_zk = KazooClient(hosts=zookeeper.hosts + zk_chroot)
+    other_zk.start(timeout=15)
+    try:
+        second = CanalInstance(
+            cfg, ZooKeeperMetaManager(other_zk), running=RunningNode(other_zk, cfg.identity, "second")
+        )
+        with pytest.raises(RunningHeldError, match="first"):
+            second.subscribe(stop_at="head", running_timeout=0.5)
+        assert inst.running is not None
+        inst.running._listener(KazooState.SUSPENDED)  # the connection to ZooKeeper dropped
+        with pytest.raises(SessionLostError):
+            inst.ack(batch.id)
+        assert inst.store.outstanding == (batch.id,)  # nothing moved
+        assert meta.get_cursor(cfg.identity).value is None
+    finally:
+        inst.close()
+        other_zk.stop()
+        other_zk.close()
