@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import struct
 import uuid as uuid_mod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from airflow_provider_binlog.binlog.errors import DecodeError
@@ -314,7 +314,7 @@ class MariadbGtidList:
     def __bool__(self) -> bool:
         return bool(self.gtids)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[MariadbGtid]:
         return iter(self.gtids)
 
     def domain(self, domain_id: int) -> MariadbGtid | None:

@@ -31,19 +31,25 @@ Special cases:
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import struct
 import zlib
 from collections.abc import Iterator
 from typing import Any
 
+# importing these modules registers every body class
+from airflow_provider_binlog.binlog import (  # noqa: F401
+    events_gtid,
+    events_mariadb,
+    events_query,
+    rows,
+    table_map,
+)
 from airflow_provider_binlog.binlog.constants import (
     CHECKSUM_LEN,
     EVENT_HEADER_LEN,
     ChecksumAlg,
     EventFlag,
     EventType,
-    event_type_name,
 )
 from airflow_provider_binlog.binlog.errors import BinlogError, ChecksumError, DecodeError
 from airflow_provider_binlog.binlog.event import (
@@ -61,19 +67,6 @@ from airflow_provider_binlog.binlog.events import (
 )
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.binlog.reader import Reader
-
-# Modules whose import registers body classes. The row modules belong to the row decoder and are
-# optional here so the parser works (yielding UnknownEvent for rows) without them.
-_BODY_MODULES = ("events", "events_query", "events_gtid", "events_mariadb")
-_OPTIONAL_BODY_MODULES = ("table_map", "rows")
-for _name in _BODY_MODULES:
-    importlib.import_module(f"airflow_provider_binlog.binlog.{_name}")
-for _name in _OPTIONAL_BODY_MODULES:
-    try:
-        importlib.import_module(f"airflow_provider_binlog.binlog.{_name}")
-    except ModuleNotFoundError as _exc:  # pragma: no cover - only before the row decoder exists
-        if _exc.name != f"airflow_provider_binlog.binlog.{_name}":
-            raise
 
 U32 = struct.Struct("<I")
 FLAGS_OFFSET = 17
@@ -359,8 +352,3 @@ class BinlogParser:
                 f"truncated payload: needed {n} bytes, got {got}", event_type=tname, position=where
             )
         return b"".join(parts)
-
-
-def type_name(code: int) -> str:
-    """MySQL's name of an event type code (re-exported for callers of the parser)."""
-    return event_type_name(code)
