@@ -40,7 +40,7 @@ import pymysql
 
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.errors import ConnectionLostError, PurgedBinlogError, ServerError
-from airflow_provider_binlog.binlog.event import Event
+from airflow_provider_binlog.binlog.event import DecodeContext, Event
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.gtid_tracker import GtidTracker
 from airflow_provider_binlog.binlog.parser import BinlogParser
@@ -301,6 +301,7 @@ class ReplicationClient:
         blocking: bool = True,
         stop_at: BinlogPosition | None = None,
         include_heartbeats: bool = False,
+        ctx: DecodeContext | None = None,
     ) -> BinlogStream:
         """Start reading the binlog.
 
@@ -311,10 +312,12 @@ class ReplicationClient:
         :param stop_at: stop once this position is reached (implies a blocking dump).
         :param include_heartbeats: also yield HEARTBEAT events (they let a consumer regain control
             while the source is idle).
+        :param ctx: the decode context to use (e.g. one with a ``schema_resolver``, or the context
+            of a previous stream so its table maps carry over); a new one by default.
         """
         if (start is None) == (gtid is None):
             raise ValueError("give exactly one of start (file:pos) or gtid")
-        return BinlogStream(self, start, gtid, blocking, stop_at, include_heartbeats)
+        return BinlogStream(self, start, gtid, blocking, stop_at, include_heartbeats, ctx)
 
 
 class BinlogStream:
@@ -333,6 +336,7 @@ class BinlogStream:
         blocking: bool,
         stop_at: BinlogPosition | None,
         include_heartbeats: bool,
+        ctx: DecodeContext | None = None,
     ) -> None:
         self.client = client
         self.info = client.server_info()
@@ -356,7 +360,9 @@ class BinlogStream:
             start.file if start else "",
             start.pos if start else 4,
             checksum=self.info.binlog_checksum == "CRC32",
+            ctx=ctx,
         )
+        self.parser.ctx.from_server = True
         self._received = start is not None
         self._conn: pymysql.Connection | None = None
         self._iter: Iterator[Event] | None = None

@@ -61,6 +61,8 @@ class DecodeContext:
     :param schema_resolver: called with a ``TableMapEvent`` whose TABLE_MAP lacks column names,
         signedness or charsets; returns the table's ``TableSchema`` (checked against the TABLE_MAP,
         a mismatch raises DecodeError) or ``None`` to decode with what the binlog says.
+    :param from_server: events arrive over the replication protocol (not from a file), so the
+        server has already decrypted an encrypted binlog.
     """
 
     checksum_len: int = 4
@@ -71,6 +73,7 @@ class DecodeContext:
     header: EventHeader | None = None
     tables: dict[int, Any] = field(default_factory=dict)
     schema_resolver: Callable[[Any], Any] | None = None
+    from_server: bool = False
 
     def table_id_size(self, type_code: int = EventType.TABLE_MAP_EVENT) -> int:
         """Width of the table id in TABLE_MAP and row events: 4 with a 6-byte post-header, else 6."""

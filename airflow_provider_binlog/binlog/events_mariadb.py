@@ -10,7 +10,7 @@ Wire layouts (little-endian)::
                          [u64 sa_seq_no if FL_COMMIT_ALTER|FL_ROLLBACK_ALTER]]  (zero padding otherwise)
                         the GTID's server id is the event header's server_id
     GTID_LIST           u32 (count in bits 0-27, flags in 28-31), (u32 domain, u32 server, u64 seq)*
-    START_ENCRYPTION    u8 scheme, u32 key_version, nonce[12]  (not supported: raises)
+    START_ENCRYPTION    u8 scheme, u32 key_version, nonce[12]  (in a file: raises UnsupportedError)
     QUERY_COMPRESSED    a QUERY_EVENT whose statement is compressed: decoded by
                         :class:`.events_query.QueryEvent` (see :mod:`.compression`)
 """
@@ -150,16 +150,26 @@ class GtidListEvent:
 @register(EventType.START_ENCRYPTION_EVENT)
 @dataclass(frozen=True, slots=True)
 class StartEncryptionEvent:
-    """Marks the rest of a MariaDB binlog file as encrypted. Decoding it raises UnsupportedError."""
+    """Marks the rest of a MariaDB binlog file as encrypted.
+
+    In a binlog file the events after it are encrypted, which this package does not support:
+    decoding it raises :class:`UnsupportedError`. Over the replication protocol
+    (``ctx.from_server``) the server sends it as an ignorable marker and decrypts what follows,
+    so it decodes normally.
+    """
 
     scheme: int
     key_version: int
+    nonce: bytes
 
     @classmethod
     def decode(cls, buf: memoryview, ctx: DecodeContext) -> StartEncryptionEvent:
-        where = f" at {ctx.position}" if ctx.position else ""
-        raise UnsupportedError(
-            f"encrypted binlogs are unsupported: START_ENCRYPTION_EVENT{where}; the rest of this "
-            "binlog file is encrypted (encrypt_binlog=ON). Read it through the replication "
-            "protocol, where the server decrypts, or disable binlog encryption."
-        )
+        if not ctx.from_server:
+            where = f" at {ctx.position}" if ctx.position else ""
+            raise UnsupportedError(
+                f"encrypted binlogs are unsupported: START_ENCRYPTION_EVENT{where}; the rest of this "
+                "binlog file is encrypted (encrypt_binlog=ON). Read it through the replication "
+                "protocol, where the server decrypts, or disable binlog encryption."
+            )
+        r = Reader(buf)
+        return cls(r.u8(), r.u32(), r.bytes(12))
