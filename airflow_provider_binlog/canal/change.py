@@ -85,6 +85,8 @@ class DdlEntry:
     :param table_schema: the table's columns after the statement, when known.
     :param server_id: the server id in the event header.
     :param gtid_set: the executed GTID set / MariaDB GTID position after this statement, when known.
+    :param ends_statement: ``False`` for all but the last entry of a statement about several
+        tables (``DROP TABLE a, b``); only the last one is an ack point.
     """
 
     destination: str
@@ -100,6 +102,7 @@ class DdlEntry:
     table_schema: TableSchema | None = None
     server_id: int = 0
     gtid_set: str | None = None
+    ends_statement: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,7 +76,12 @@ from airflow_provider_binlog.canal.change import (
     TransactionEnd,
 )
 from airflow_provider_binlog.canal.ddl import parse_ddl
-from airflow_provider_binlog.canal.errors import CanalError, SchemaMismatchError, StartPositionError
+from airflow_provider_binlog.canal.errors import (
+    CanalError,
+    MetaConflictError,
+    SchemaMismatchError,
+    StartPositionError,
+)
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager, Version
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition, PositionRange
@@ -242,6 +247,15 @@ class CanalInstance:
             raise CanalError(f"destination {self.config.destination!r} is already subscribed")
         if self.running is not None:
             self.running.acquire(timeout=running_timeout)
+        try:
+            return self._subscribe(stop_at)
+        except BaseException:
+            if self.running is not None:
+                with contextlib.suppress(Exception):
+                    self.running.release()
+            raise
+
+    def _subscribe(self, stop_at: BinlogPosition | str | None) -> StartPoint:
         self.meta.subscribe(self.identity)
         self.stale_marks = self.meta.marks(self.identity)
         if self.stale_marks:
@@ -254,8 +268,7 @@ class CanalInstance:
             self.store = EventStore(
                 self.config.max_entries, self.config.max_bytes, first_batch_id=max(self.stale_marks) + 1
             )
-        self._cursor, self._cursor_version = self.meta.get_cursor(self.identity)
-        point = resolve_start(self.client, self._cursor, self.config.start)
+        point = self.pin_start()
         self.start_point = point
         if stop_at == "head":
             self.stop_at = self.client.head_position()
@@ -273,6 +286,34 @@ class CanalInstance:
         self._skip_through = point.skip_through
         self._subscribed = True
         self._start_thread()
+        return point
+
+    def pin_start(self) -> StartPoint:
+        """Decide where reading starts and, when the destination has no cursor yet, store that
+        point as its cursor (``included``: the event there is still to be read).
+
+        Without the pin, a destination that starts at the head would start at a *later* head the
+        next time and skip what was committed in between. :meth:`subscribe` calls it; a sensor
+        calls it before counting, so that it and the next run count from the same point. A start
+        by GTID alone (no ``file:pos``) is not pinned.
+        """
+        cursor, version = self.meta.get_cursor(self.identity)
+        point = resolve_start(self.client, cursor, self.config.start)
+        if cursor is None and point.position is not None:
+            src = self.config.source
+            pinned = LogPosition(
+                point.position.file, point.position.pos, None, None, point.gtid or None, True, -1,
+                src.host, src.port,
+            )  # fmt: skip
+            self.meta.subscribe(self.identity)
+            try:
+                version = self.meta.set_cursor(self.identity, pinned, None)
+                cursor = pinned
+                log.info("destination %s: no cursor yet, pinned the start %s", self.config.destination, point)
+            except MetaConflictError:  # pinned (or acked) concurrently: use that one
+                cursor, version = self.meta.get_cursor(self.identity)
+                point = resolve_start(self.client, cursor, self.config.start)
+        self._cursor, self._cursor_version = cursor, version
         return point
 
     def _parse_gtid(self, text: str) -> MariadbGtidList | MysqlGtidSet | None:
@@ -382,7 +423,8 @@ class CanalInstance:
             cursor = self._cursor
             if cursor is not None and cursor.binlog_position is not None:
                 pos = cursor.binlog_position
-                self._resume = StartPoint(pos, None, (pos.file_number, pos.pos, _FAR, _FAR), "cursor")
+                skip = None if cursor.included else (pos.file_number, pos.pos, _FAR, _FAR)
+                self._resume = StartPoint(pos, None, skip, "cursor")
                 self._gtid_pos = self._parse_gtid(cursor.gtid) if cursor.gtid else None
             else:
                 assert self.start_point is not None
@@ -412,7 +454,7 @@ class CanalInstance:
             self._thread.join(timeout=30)
         if self.running is not None:
             with contextlib.suppress(Exception):
-                self.running.release()
+                self.running.close()
         self._subscribed = False
 
     def __enter__(self) -> CanalInstance:
@@ -687,9 +729,8 @@ class CanalInstance:
         flt = self.config.filter
         targets: list[tuple[str, str | None]] = list(stmt.tables) or [(body.schema, None)]
         kind = DdlKind.TRUNCATE if stmt.kind == "truncate" else DdlKind.DDL
+        targets = [(schema, table) for schema, table in targets if flt.matches(schema, table)]
         for i, (schema, table) in enumerate(targets):
-            if not flt.matches(schema, table):
-                continue
             ts = None
             if self.history is not None and table is not None:
                 found = self.history.at(schema, table, (file_number(event.file), event.pos))
@@ -709,6 +750,7 @@ class CanalInstance:
                     table_schema=ts,
                     server_id=event.header.server_id,
                     gtid_set=gtid_set,
+                    ends_statement=i == len(targets) - 1,
                 )
             )
         self._txn = _Txn()

@@ -21,7 +21,8 @@ Three sequence cursors, ``put >= get >= ack``, count entries since the store was
 
 Ack points and transactions larger than the buffer
 --------------------------------------------------
-A batch's **ack point** is its last :class:`TransactionEnd` or :class:`DdlEntry`; only an ack
+A batch's **ack point** is its last :class:`TransactionEnd` or :class:`DdlEntry` (the last entry
+of its statement, for a DDL about several tables); only an ack
 point may become the durable cursor, so a cursor never points into a transaction. A batch that
 lies wholly inside a transaction has no ack point.
 
@@ -267,7 +268,7 @@ class EventStore:
                 entries = tuple(ring[first:]) + tuple(ring[: n - (cap - first)])
             ack_point: TransactionEnd | DdlEntry | None = None
             for entry in reversed(entries):
-                if type(entry) is TransactionEnd or type(entry) is DdlEntry:
+                if type(entry) is TransactionEnd or (type(entry) is DdlEntry and entry.ends_statement):
                     ack_point = entry
                     break
             batch = Batch(self._next_batch_id, entries, start, start + n, ack_point)  # type: ignore[arg-type]

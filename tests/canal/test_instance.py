@@ -400,8 +400,25 @@ def test_ack_refused_after_the_zookeeper_session_is_lost(
         with pytest.raises(SessionLostError):
             inst.ack(batch.id)
         assert inst.store.outstanding == (batch.id,)  # nothing moved
-        assert meta.get_cursor(cfg.identity).value is None
+        pinned = meta.get_cursor(cfg.identity).value  # the start pinned at subscribe, not an ack point
+        assert pinned is not None and pinned.included and pinned.binlog_position == workload
     finally:
         inst.close()
         other_zk.stop()
         other_zk.close()
+
+
+def test_a_head_start_is_pinned_so_the_next_run_misses_nothing(mariadb: Any, database: str) -> None:
+    mariadb.execute(f"CREATE TABLE `{database}`.h (id INT PRIMARY KEY)")
+    meta = MemoryMetaManager()
+    first = make(mariadb, database, meta)  # no cursor, no configured start: the head
+    point = first.subscribe(stop_at="head")
+    assert point.reason == "head"
+    drain(first)
+    first.close()
+    mariadb.execute(f"INSERT INTO `{database}`.h VALUES (7)")
+    second = make(mariadb, database, meta)
+    assert second.peek() == 1
+    assert second.subscribe(stop_at="head").reason == "cursor"
+    assert [e.after for e in drain(second) if isinstance(e, RowChange)] == [{"id": 7}]
+    second.close()

@@ -286,3 +286,15 @@ def test_one_million_row_transaction_bounded_memory() -> None:
         f"1M-row transaction: peak RSS {peak_kb / 1024:.0f} MB (+{growth_mb:.0f} MB);"
         f" 200k rows held: +{control_mb:.0f} MB"
     )
+
+
+def test_only_the_last_entry_of_a_multi_table_ddl_is_an_ack_point() -> None:
+    import dataclasses
+
+    store = EventStore()
+    first = dataclasses.replace(ddl(5), table="a", ends_statement=False)
+    second = dataclasses.replace(ddl(5), table="b")
+    store.put([row(1), end(2), first, second])
+    split = store.get_without_ack(3)
+    assert split.ack_point is not None and split.ack_point.position.pos == 1020  # not the DROP of "a"
+    assert store.get_without_ack(1).ack_point is second
