@@ -422,3 +422,31 @@ def test_a_head_start_is_pinned_so_the_next_run_misses_nothing(mariadb: Any, dat
     assert second.subscribe(stop_at="head").reason == "cursor"
     assert [e.after for e in drain(second) if isinstance(e, RowChange)] == [{"id": 7}]
     second.close()
+
+
+def test_minimal_metadata_table_created_in_the_stream(mariadb_minimal: Any) -> None:
+    """The CREATE TABLE itself is read from the binlog: names, signedness and ENUM labels come from
+    the parsed DDL, and rows before a later ALTER keep their own columns."""
+    server = mariadb_minimal
+    server.execute("CREATE DATABASE IF NOT EXISTS ddl_db2")
+    server.execute("DROP TABLE IF EXISTS ddl_db2.t")
+    start = head(server)
+    server.execute(
+        "CREATE TABLE ddl_db2.t (id INT UNSIGNED PRIMARY KEY, s ENUM('lo','hi'), n TINYINT UNSIGNED, "
+        "name VARCHAR(20) CHARACTER SET utf8mb4)"
+    )
+    server.execute("INSERT INTO ddl_db2.t VALUES (4294967295, 'hi', 255, 'zoë')")
+    server.execute("ALTER TABLE ddl_db2.t ADD COLUMN extra INT FIRST")
+    server.execute("INSERT INTO ddl_db2.t VALUES (-1, 1, 'lo', 1, 'a')")
+    inst = make(server, "ddl_db2", MemoryMetaManager(), start=StartSpec(position=str(start)))
+    inst.subscribe(stop_at="head")
+    entries = drain(inst)
+    inst.close()
+    assert [e.after for e in entries if isinstance(e, RowChange)] == [
+        {"id": 4294967295, "s": "hi", "n": 255, "name": "zoë"},
+        {"extra": -1, "id": 1, "s": "lo", "n": 1, "name": "a"},
+    ]
+    ddl = [e for e in entries if isinstance(e, DdlEntry)]
+    assert [d.table for d in ddl] == ["t", "t"]
+    changes = [e for e in entries if isinstance(e, RowChange)]
+    assert changes[0].primary_key == ("id",)
