@@ -12,7 +12,39 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-binlog",
         "name": "Binlog CDC",
-        "description": "Change-data-capture from MySQL/MariaDB binlogs into Apache Iceberg tables with Spark.",
+        "description": "Change-data-capture from MySQL/MariaDB binlogs into Apache Iceberg with Spark.",
         "versions": [__version__],
-        "connection-types": [],
+        "connection-types": [
+            {
+                "connection-type": "zookeeper",
+                "hook-class-name": "airflow_provider_binlog.hooks.binlog.ZooKeeperHook",
+            },
+        ],
+        "integrations": [
+            {"integration-name": "MySQL binlog CDC", "tags": ["software"]},
+        ],
+        "hooks": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "python-modules": ["airflow_provider_binlog.hooks.binlog"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "python-modules": ["airflow_provider_binlog.operators.binlog_to_spark"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "python-modules": ["airflow_provider_binlog.sensors.binlog"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "python-modules": ["airflow_provider_binlog.triggers.binlog"],
+            }
+        ],
     }

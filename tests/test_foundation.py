@@ -12,7 +12,11 @@ from airflow_provider_binlog.errors import ConfigurationError
 
 
 def test_provider_entry_point_describes_the_installed_distribution() -> None:
-    (ep,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith("airflow_provider_binlog")]
+    (ep,) = [
+        e
+        for e in entry_points(group="apache_airflow_provider")
+        if e.value.startswith("airflow_provider_binlog")
+    ]
     info = ep.load()()
     assert info["package-name"] == "airflow-provider-binlog"
     assert info["versions"]
@@ -36,7 +40,8 @@ def test_position_order_and_text_form() -> None:
 @pytest.mark.integration
 def test_mariadb_fixture_is_configured_as_the_issue_asks(mariadb: MariaDbServer) -> None:
     (row,) = mariadb.execute(
-        "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@binlog_checksum, @@server_id"
+        "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, "
+        "@@binlog_checksum, @@server_id"
     )
     assert row == (1, "ROW", "FULL", "FULL", "CRC32", 11)
     grants = " ".join(g for (g,) in mariadb.execute(f"SHOW GRANTS FOR '{mariadb.repl_user}'@'%'"))

@@ -35,7 +35,9 @@ def test_binlog_and_canal_import_without_airflow_and_pyspark() -> None:
 
 
 def test_blocker_really_blocks() -> None:
-    code = BLOCKER.replace("import airflow_provider_binlog.binlog as b", "import pyspark, airflow_provider_binlog.binlog as b")
+    code = BLOCKER.replace(
+        "import airflow_provider_binlog.binlog as b", "import pyspark, airflow_provider_binlog.binlog as b"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode != 0
     assert "layering violation: pyspark" in out.stderr

@@ -9,6 +9,7 @@ Usable against any MySQL or MariaDB::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -53,7 +54,20 @@ TABLES = {
             ship_window TIME(3)
         )""",
 }
-NAMES = ["Ada", "Grace", "Linus", "Ken", "Barbara", "Edsger", "Frances", "Dennis", "Radia", "Åsa", "Zoë", "李雷"]
+NAMES = [
+    "Ada",
+    "Grace",
+    "Linus",
+    "Ken",
+    "Barbara",
+    "Edsger",
+    "Frances",
+    "Dennis",
+    "Radia",
+    "Åsa",
+    "Zoë",
+    "李雷",
+]
 
 
 def create_schema(conn: pymysql.Connection) -> None:
@@ -67,20 +81,28 @@ def create_schema(conn: pymysql.Connection) -> None:
 def _customer(rng: random.Random, cid: int) -> tuple[Any, ...]:
     name = rng.choice(NAMES)
     return (
-        cid, f"{name} {cid}", f"{name.lower()}{cid}@example.com".encode("latin1", "replace").decode("latin1"),
-        rng.choice(["free", "pro", "enterprise"]), f"{rng.uniform(-1000, 100000):.4f}",
-        f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} 12:{rng.randint(0, 59):02d}:00.{rng.randint(0, 999999):06d}",
-        None if rng.random() < 0.2 else f"2025-06-{rng.randint(1, 28):02d} 08:00:00.{rng.randint(0, 999):03d}",
+        cid,
+        f"{name} {cid}",
+        f"{name.lower()}{cid}@example.com".encode("latin1", "replace").decode("latin1"),
+        rng.choice(["free", "pro", "enterprise"]),
+        f"{rng.uniform(-1000, 100000):.4f}",
+        f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} "
+        f"12:{rng.randint(0, 59):02d}:00.{rng.randint(0, 999999):06d}",
+        None
+        if rng.random() < 0.2
+        else f"2025-06-{rng.randint(1, 28):02d} 08:00:00.{rng.randint(0, 999):03d}",
         rng.randint(0, 1),
     )
 
 
 def _product(rng: random.Random, n: int) -> tuple[Any, ...]:
     return (
-        f"SKU-{n:05d}", f"Product {n} \N{SNOWMAN}", f"{rng.uniform(1, 500):.2f}",
+        f"SKU-{n:05d}",
+        f"Product {n} \N{SNOWMAN}",
+        f"{rng.uniform(1, 500):.2f}",
         None if rng.random() < 0.1 else rng.uniform(0.01, 50),
         ",".join(sorted(rng.sample(["new", "sale", "fragile", "bulk"], rng.randint(0, 3)))),
-        '{"color": "%s", "dims": [%d, %d], "stock": %d}' % (rng.choice(["red", "blue"]), n % 7, n % 11, n),
+        json.dumps({"color": rng.choice(["red", "blue"]), "dims": [n % 7, n % 11], "stock": n}),
         f"20{rng.randint(10, 25)}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
         bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 16))),
     )
@@ -89,9 +111,15 @@ def _product(rng: random.Random, n: int) -> tuple[Any, ...]:
 def _order(rng: random.Random, oid: int, customers: int, products: int) -> tuple[Any, ...]:
     q = rng.randint(1, 20)
     return (
-        oid, rng.randint(1, customers), f"SKU-{rng.randint(1, products):05d}", q, f"{q * rng.uniform(1, 99):.2f}",
-        rng.choice(["new", "paid", "shipped", "cancelled"]), None if rng.random() < 0.5 else "leave at door",
-        f"2025-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 1{rng.randint(0, 9)}:00:00.{rng.randint(0, 999999):06d}",
+        oid,
+        rng.randint(1, customers),
+        f"SKU-{rng.randint(1, products):05d}",
+        q,
+        f"{q * rng.uniform(1, 99):.2f}",
+        rng.choice(["new", "paid", "shipped", "cancelled"]),
+        None if rng.random() < 0.5 else "leave at door",
+        f"2025-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} "
+        f"1{rng.randint(0, 9)}:00:00.{rng.randint(0, 999999):06d}",
         None if rng.random() < 0.3 else f"{rng.randint(0, 30)}:{rng.randint(0, 59):02d}:00.500",
     )
 
@@ -114,9 +142,15 @@ def generate_changes(conn: pymysql.Connection, changes: int, seed: int = 7) -> d
             for _ in range(rng.randint(1, 5)):
                 roll = rng.random()
                 if roll < 0.25 or next_customer < 5:
-                    cur.execute("INSERT INTO shop.customers VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", _customer(rng, next_customer))
+                    cur.execute(
+                        "INSERT INTO shop.customers VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                        _customer(rng, next_customer),
+                    )
                     next_customer += 1
-                    cur.execute("INSERT INTO shop.products VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", _product(rng, next_product))
+                    cur.execute(
+                        "INSERT INTO shop.products VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                        _product(rng, next_product),
+                    )
                     next_product += 1
                     counts["insert"] += 2
                 elif roll < 0.55:
@@ -131,11 +165,17 @@ def generate_changes(conn: pymysql.Connection, changes: int, seed: int = 7) -> d
                     )
                     cur.execute(
                         "UPDATE shop.customers SET balance=balance-%s, last_seen=NOW(3), tier=%s WHERE id=%s",
-                        (f"{rng.uniform(0, 10):.4f}", rng.choice(["free", "pro"]), rng.randint(1, next_customer - 1)),
+                        (
+                            f"{rng.uniform(0, 10):.4f}",
+                            rng.choice(["free", "pro"]),
+                            rng.randint(1, next_customer - 1),
+                        ),
                     )
                     counts["update"] += 2
                 else:
-                    cur.execute("DELETE FROM shop.orders WHERE id=%s", (rng.randint(1, max(1, next_order - 1)),))
+                    cur.execute(
+                        "DELETE FROM shop.orders WHERE id=%s", (rng.randint(1, max(1, next_order - 1)),)
+                    )
                     counts["delete"] += 1
                 done += 1
             conn.commit()
@@ -152,8 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args(argv)
     conn = pymysql.connect(
-        host=args.host, port=args.port, user=args.user, password=os.environ.get(args.password_env, ""),
-        autocommit=True, charset="utf8mb4",
+        host=args.host,
+        port=args.port,
+        user=args.user,
+        password=os.environ.get(args.password_env, ""),
+        autocommit=True,
+        charset="utf8mb4",
     )
     try:
         create_schema(conn)

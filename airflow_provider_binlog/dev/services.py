@@ -122,12 +122,22 @@ class MariaDbServer:
             self.port = self.port or free_port()
             install = _find("mariadb-install-db", "mysql_install_db")
             out = subprocess.run(
-                [install, "--no-defaults", f"--datadir={self.datadir}", "--user=root",
-                 "--auth-root-authentication-method=normal", "--skip-test-db"],
-                capture_output=True, text=True, check=False,
+                [
+                    install,
+                    "--no-defaults",
+                    f"--datadir={self.datadir}",
+                    "--user=root",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             if out.returncode != 0:
-                raise ServiceStartError(f"mariadb-install-db failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+                raise ServiceStartError(
+                    f"mariadb-install-db failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+                )
             _LIVE.append(self)
         self._launch()
         if first:
@@ -137,16 +147,34 @@ class MariaDbServer:
     def _launch(self) -> None:
         mariadbd = _find("mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
         args = [
-            mariadbd, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-            f"--socket={self.socket_path}", f"--bind-address={self.host}", "--user=root",
-            f"--pid-file={self.basedir}/mysqld.pid", f"--log-error={self.log_path}",
-            "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
-            f"--binlog-row-metadata={self.row_metadata}", f"--binlog-checksum={self.checksum}",
-            f"--server-id={self.server_id}", "--gtid-strict-mode=ON", "--log-slave-updates=ON",
-            "--skip-name-resolve", "--default-time-zone=+00:00", "--character-set-server=utf8mb4",
-            "--collation-server=utf8mb4_general_ci", "--max-allowed-packet=256M",
-            "--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
-            "--innodb-log-file-size=256M", "--max-connections=500", "--expire-logs-days=0",
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--port={self.port}",
+            f"--socket={self.socket_path}",
+            f"--bind-address={self.host}",
+            "--user=root",
+            f"--pid-file={self.basedir}/mysqld.pid",
+            f"--log-error={self.log_path}",
+            "--log-bin=mysql-bin",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            f"--binlog-row-metadata={self.row_metadata}",
+            f"--binlog-checksum={self.checksum}",
+            f"--server-id={self.server_id}",
+            "--gtid-strict-mode=ON",
+            "--log-slave-updates=ON",
+            "--skip-name-resolve",
+            "--default-time-zone=+00:00",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+            "--max-allowed-packet=256M",
+            "--innodb-buffer-pool-size=256M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--sync-binlog=0",
+            "--innodb-log-file-size=256M",
+            "--max-connections=500",
+            "--expire-logs-days=0",
             *self.extra_args,
         ]
         with open(self.basedir / "stdout.log", "ab") as out:  # type: ignore[operator]
@@ -179,12 +207,20 @@ class MariaDbServer:
         finally:
             conn.close()
 
-    def connect(self, database: str | None = None, user: str | None = None, **kwargs: Any) -> pymysql.Connection:
+    def connect(
+        self, database: str | None = None, user: str | None = None, **kwargs: Any
+    ) -> pymysql.Connection:
         """An autocommit connection over TCP, as the admin user unless ``user`` is the replication user."""
         password = self.repl_password if user == self.repl_user else self.root_password
         return pymysql.connect(
-            host=self.host, port=self.port, user=user or self.root_user, password=password,
-            database=database, autocommit=True, charset="utf8mb4", **kwargs,
+            host=self.host,
+            port=self.port,
+            user=user or self.root_user,
+            password=password,
+            database=database,
+            autocommit=True,
+            charset="utf8mb4",
+            **kwargs,
         )
 
     def execute(self, sql: str, args: Any = None, database: str | None = None) -> list[tuple[Any, ...]]:
@@ -253,15 +289,25 @@ class ZooKeeperServer:
         java = _find("java")
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", ZOOKEEPER_CLASSPATH,
-                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.basedir / "zoo.cfg")],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    java,
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    "-cp",
+                    ZOOKEEPER_CLASSPATH,
+                    "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                    str(self.basedir / "zoo.cfg"),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ServiceStartError(
-                    f"ZooKeeper exited with {self.proc.returncode} on port {self.port}; log tail:\n{_tail(self.log_path)}"
+                    f"ZooKeeper exited with {self.proc.returncode} on port {self.port}; "
+                    f"log tail:\n{_tail(self.log_path)}"
                 )
             if self.four_letter("ruok") == "imok":
                 return self

@@ -1,0 +1,310 @@
+"""BinlogToSparkOperator: drain a destination's binlog changes into Iceberg tables with Spark.
+
+One run::
+
+    take the destination's running node  (waits running_timeout, then fails naming the holder)
+    read the cursor; reconcile batches an earlier attempt left un-acked (marks vs. lake snapshots)
+    fix the stop point (head at task start by default)
+    loop: get batch -> merger.add   ... every max_rows_per_commit / max_bytes_per_commit, or when
+          nothing more is buffered: MERGE INTO each target (snapshot props carry the position),
+          then ack the batches (the cursor moves to the last transaction end)
+    record the run (meta store + XCom summary); release the running node
+
+Exactly once: the cursor moves only after Spark committed; the lake remembers, per table and
+destination, the last change it holds, so a retry after a crash between commit and ack skips
+what is already there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import Asset, BaseOperator
+
+from airflow_provider_binlog.faults import failpoint
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_binlog.canal.instance import CanalInstance
+    from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+
+log = logging.getLogger(__name__)
+
+SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
+WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
+
+
+def target_asset(target: str) -> Asset | None:
+    """``lake.shop.orders`` -> ``Asset("iceberg://lake/shop/orders")`` (``None`` for templated targets)."""
+    if "{" in target:
+        return None
+    from airflow_provider_binlog.lake.sql import parse_name
+
+    return Asset(uri="iceberg://" + "/".join(parse_name(target)))
+
+
+class BinlogToSparkOperator(BaseOperator):
+    """Merge the binlog changes of ``tables`` since the destination's cursor into Iceberg tables.
+
+    :param destination: the subscription (its cursor lives under this name in the meta store).
+    :param tables: source ``schema.table`` (globs allowed) -> target ``catalog.namespace.table``
+        (``{schema}``/``{table}`` allowed), e.g. ``{"shop.*": "lake.shop.{table}"}``.
+    :param mysql_conn_id: the source connection.
+    :param zookeeper_conn_id: the meta store / HA connection; ``None`` for a local file store.
+    :param meta_dir: file meta store directory (without ZooKeeper).
+    :param client_id: canal client id.
+    :param server_id: replica server id to register with (default: the connection's, else random).
+    :param start_from: where to start when the destination has no cursor yet: ``file:pos``,
+        ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.points`).
+        With a cursor, the cursor wins (so a retried or resumed backfill continues where it was).
+    :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
+        ``gtid:SET`` or a timestamp.
+    :param columns: canal column filter (``schema.table:col1/col2,...``).
+    :param batch_size: entries per batch taken from the store.
+    :param max_rows_per_commit: row changes per Spark commit (bounds memory).
+    :param max_bytes_per_commit: estimated bytes of changes per Spark commit (bounds memory).
+    :param running_timeout: seconds to wait for another consumer of the destination.
+    :param spark_master: Spark master (default ``$BINLOG_CDC_SPARK_MASTER`` or ``local[*]``).
+    :param spark_conf: more Spark configuration (cluster, catalog, jars.packages...).
+    :param catalog: the Iceberg catalog name used in targets.
+    :param warehouse: warehouse of the default Hadoop catalog (default ``$BINLOG_CDC_WAREHOUSE``).
+    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
+    """
+
+    template_fields: Sequence[str] = (
+        "destination", "tables", "start_from", "stop_at", "spark_master", "spark_conf", "warehouse",
+    )  # fmt: skip
+    template_fields_renderers = {"tables": "json", "spark_conf": "json"}
+    ui_color = "#dbeafe"
+
+    def __init__(
+        self,
+        *,
+        destination: str,
+        tables: Mapping[str, str],
+        mysql_conn_id: str = "mysql_default",
+        zookeeper_conn_id: str | None = "zookeeper_default",
+        meta_dir: str | None = None,
+        client_id: int = 1001,
+        server_id: int | None = None,
+        start_from: Any = None,
+        stop_at: Any = "head",
+        columns: str | None = None,
+        batch_size: int = 5_000,
+        max_rows_per_commit: int = 200_000,
+        max_bytes_per_commit: int = 256 * 1024 * 1024,
+        running_timeout: float = 60.0,
+        spark_master: str | None = None,
+        spark_conf: dict[str, str] | None = None,
+        catalog: str = "lake",
+        warehouse: str | None = None,
+        target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
+        stop_spark: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if "outlets" not in kwargs and isinstance(tables, Mapping):
+            kwargs["outlets"] = [a for a in map(target_asset, tables.values()) if a is not None]
+        super().__init__(**kwargs)
+        self.destination = destination
+        self.tables = tables
+        self.mysql_conn_id = mysql_conn_id
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.meta_dir = meta_dir
+        self.client_id = client_id
+        self.server_id = server_id
+        self.start_from = start_from
+        self.stop_at = stop_at
+        self.columns = columns
+        self.batch_size = batch_size
+        self.max_rows_per_commit = max_rows_per_commit
+        self.max_bytes_per_commit = max_bytes_per_commit
+        self.running_timeout = running_timeout
+        self.spark_master = spark_master
+        self.spark_conf = spark_conf
+        self.catalog = catalog
+        self.warehouse = warehouse
+        self.target_options = target_options
+        self.stop_spark = stop_spark
+        self._instance: CanalInstance | None = None
+
+    # ------------------------------------------------------------------ pieces
+
+    def _spark(self) -> Any:
+        from airflow_provider_binlog.lake.session import create_session
+
+        return create_session(
+            app_name=f"binlog-cdc-{self.destination}",
+            master=self.spark_master or os.environ.get(SPARK_MASTER_ENV) or None,
+            warehouse=self.warehouse or os.environ.get(WAREHOUSE_ENV) or None,
+            catalog=self.catalog,
+            conf=dict(self.spark_conf or {}),
+        )
+
+    def _stop_point(self, context: Context, client: Any) -> Any:
+        from airflow_provider_binlog.binlog.position import BinlogPosition
+        from airflow_provider_binlog.canal.points import parse_point, resolve_stop
+
+        value = self.stop_at
+        if value == "data_interval_end":
+            value = context.get("data_interval_end") or "head"
+        start = None
+        if value not in (None, "head") and parse_point(value).gtid is not None:
+            # a GTID stop is searched from the oldest binlog the server still has
+            files = client.binlog_files()
+            start = BinlogPosition(files[0][0], 4) if files else None
+        return resolve_stop(client, value, start)
+
+    def _reconcile(self, instance: CanalInstance, merger: ChangeMerger) -> None:
+        """Say what the lake holds of the batches an earlier attempt took but never acked."""
+        marks = merger.committed()
+        for batch_id, rng in sorted(instance.stale_marks.items()):
+            end = rng.end.binlog_position if rng.end is not None else None
+            start = rng.start.binlog_position if rng.start is not None else None
+            holders = sorted(t for t, m in marks.items() if m and m.position and end and m.position >= end)
+            if holders:
+                self.log.info(
+                    "batch %d (%s..%s) of an earlier attempt is already committed to %s: "
+                    "its changes are skipped there and it is acked without re-applying",
+                    batch_id, start, end, ", ".join(holders),
+                )  # fmt: skip
+            else:
+                self.log.info(
+                    "batch %d (%s..%s) of an earlier attempt was not committed: rolled back, "
+                    "it is applied again from the cursor",
+                    batch_id, start, end,
+                )  # fmt: skip
+
+    # ------------------------------------------------------------------ execute
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_binlog.canal.change import RowChange
+        from airflow_provider_binlog.canal.points import parse_point
+        from airflow_provider_binlog.canal.routing import Routes
+        from airflow_provider_binlog.canal.store import estimate_size
+        from airflow_provider_binlog.hooks.binlog import BinlogHook
+        from airflow_provider_binlog.lake.merge import ChangeMerger
+
+        routes = Routes(dict(self.tables))
+        ti = context["ti"]
+        run_id = str(context.get("run_id") or "manual")
+        label = f"{ti.dag_id}/{ti.task_id}/{run_id}/try-{ti.try_number}"
+        hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
+        start_spec = parse_point(self.start_from) if self.start_from not in (None, "") else None
+        instance = hook.instance(
+            self.destination, routes.filter(self.columns), self.client_id, start_spec, label,
+            max_entries=self.max_rows_per_commit + self.batch_size,
+            max_bytes=self.max_bytes_per_commit + 64 * 1024 * 1024,
+        )  # fmt: skip
+        self._instance = instance
+        spark = None
+        merger: ChangeMerger | None = None
+        try:
+            stop = self._stop_point(context, instance.client)
+            point = instance.subscribe(stop_at=stop, running_timeout=self.running_timeout)
+            self.log.info(
+                "destination %s: reading %s .. %s (start: %s)", self.destination, point, stop, point.reason
+            )
+            instance.meta.record_run(
+                instance.identity, run_id, state="running", start=str(point), stop=str(stop),
+                try_number=ti.try_number, label=label,
+            )  # fmt: skip
+
+            def open_merger() -> ChangeMerger:
+                nonlocal spark, merger
+                if merger is None:
+                    spark = self._spark()
+                    merger = ChangeMerger(
+                        spark, self.destination, {}, self.target_options,
+                        max_rows=self.max_rows_per_commit + self.batch_size + 1,
+                    )  # fmt: skip
+                return merger
+
+            if instance.stale_marks:
+                self._reconcile(instance, open_merger())
+
+            totals: dict[str, dict[str, int]] = {}
+            pending: list[int] = []
+            batches = rows = total_rows = size = commits = 0
+            last_end = None
+            started = last_log = time.monotonic()
+            while True:
+                if not pending and instance.done:
+                    break
+                batch = instance.get_without_ack(self.batch_size, timeout=1.0)
+                if batch.id is not None:
+                    failpoint("drain")
+                    batches += 1
+                    pending.append(batch.id)
+                    m = open_merger()
+                    for entry in batch.entries:
+                        if isinstance(entry, RowChange):
+                            target = routes.target_for(entry.schema, entry.table)
+                            if target is not None:
+                                m.add_route(entry.qualified_name, target)
+                            rows += 1
+                        size += estimate_size(entry)
+                        m.add(entry)
+                    last_end = batch.entries[-1].end_position
+                full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
+                if pending and (batch.id is None or full):
+                    assert merger is not None
+                    failpoint("before_commit")
+                    for target, counts in merger.finish(end_position=last_end).items():
+                        acc = totals.setdefault(target, {})
+                        for k, v in counts.as_dict().items():
+                            acc[k] = acc.get(k, 0) + v
+                    failpoint("after_commit")
+                    for batch_id in pending:
+                        instance.ack(batch_id)
+                    failpoint("after_ack")
+                    commits += 1
+                    total_rows += rows
+                    pending, rows, size = [], 0, 0
+                now = time.monotonic()
+                if now - last_log >= 10:
+                    last_log = now
+                    self.log.info(
+                        "destination %s: %d changes (%.0f/s), at %s, lag %s s",
+                        self.destination, total_rows + rows, (total_rows + rows) / (now - started),
+                        last_end, instance.lag_seconds,
+                    )  # fmt: skip
+            cursor = instance.cursor
+            end = str(cursor.binlog_position) if cursor is not None and cursor.binlog_position else str(point)
+            elapsed = time.monotonic() - started
+            summary = {
+                "destination": self.destination,
+                "start": str(point),
+                "end": end,
+                "stop": str(stop),
+                "batches": batches,
+                "commits": commits,
+                "changes": total_rows,
+                "seconds": round(elapsed, 3),
+                "tables": totals,
+            }
+            instance.meta.record_run(instance.identity, run_id, state="success", end=end, tables=totals)
+            self.log.info(
+                "destination %s: done, %d changes in %d batches, %.1f s; %s .. %s; %s",
+                self.destination, total_rows, batches, elapsed, point, end, totals,
+            )  # fmt: skip
+            return summary
+        finally:
+            self._instance = None
+            instance.close()
+            if merger is not None:
+                merger.close()
+            hook.close()
+            if spark is not None and self.stop_spark:
+                spark.stop()
+
+    def on_kill(self) -> None:
+        """Release the running node without acking anything."""
+        instance = self._instance
+        if instance is not None:
+            instance.close()

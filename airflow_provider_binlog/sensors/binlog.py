@@ -1,0 +1,140 @@
+"""BinlogEventSensor: wait until matching row changes exist after a destination's cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.points import parse_point
+from airflow_provider_binlog.canal.routing import Routes, glob_to_regex
+from airflow_provider_binlog.hooks.binlog import BinlogHook
+from airflow_provider_binlog.triggers.binlog import BinlogEventTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class BinlogEventSensor(BaseSensorOperator):
+    """Succeed when at least ``min_changes`` matching row changes were committed after the cursor
+    of ``destination``. The cursor does not move.
+
+    With ``deferrable=True`` the wait happens in the triggerer: :class:`BinlogEventTrigger`
+    follows the binlog live and fires as soon as the changes are committed.
+
+    :param destination: the destination whose cursor to count from.
+    :param tables: which tables count: the same mapping the operator takes (its keys), a list of
+        ``schema.table`` names or globs, or a canal include filter string (regexes).
+    :param min_changes: row changes to wait for.
+    :param start_from: where a destination without a cursor starts (as the operator's
+        ``start_from``); the sensor pins it as the cursor so the next run starts there too.
+    :param mysql_conn_id: the source connection.
+    :param zookeeper_conn_id: the meta store connection (``None``: local file store).
+    :param meta_dir: file meta store directory (without ZooKeeper).
+    :param client_id: canal client id.
+    :param server_id: replica server id for the dump.
+    :param deferrable: wait in the triggerer instead of poking.
+    """
+
+    template_fields: Sequence[str] = ("destination", "tables", "start_from")
+
+    def __init__(
+        self,
+        *,
+        destination: str,
+        tables: Mapping[str, str] | Sequence[str] | str | None = None,
+        min_changes: int = 1,
+        start_from: Any = None,
+        mysql_conn_id: str = "mysql_default",
+        zookeeper_conn_id: str | None = "zookeeper_default",
+        meta_dir: str | None = None,
+        client_id: int = 1001,
+        server_id: int | None = None,
+        deferrable: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("poke_interval", 30)
+        super().__init__(**kwargs)
+        self.destination = destination
+        self.tables = tables
+        self.min_changes = min_changes
+        self.start_from = start_from
+        self.mysql_conn_id = mysql_conn_id
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.meta_dir = meta_dir
+        self.client_id = client_id
+        self.server_id = server_id
+        self.deferrable = deferrable
+
+    def table_filter(self) -> TableFilter:
+        tables = self.tables
+        if tables is None:
+            return TableFilter()
+        if isinstance(tables, str):
+            return TableFilter(include=tables)
+        if isinstance(tables, Mapping):
+            return Routes(dict(tables)).filter()
+        return TableFilter(include=",".join(glob_to_regex(t) for t in tables))
+
+    def _hook(self) -> BinlogHook:
+        return BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
+
+    def _instance(self, hook: BinlogHook) -> Any:
+        start = parse_point(self.start_from) if self.start_from not in (None, "") else None
+        return hook.instance(self.destination, self.table_filter(), self.client_id, start)
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        hook = self._hook()
+        try:
+            instance = self._instance(hook)
+            instance.pin_start()
+            count = instance.peek(limit=self.min_changes)
+        finally:
+            hook.close()
+        self.log.info(
+            "destination %s: %d matching change(s) after the cursor (waiting for %d)",
+            self.destination, count, self.min_changes,
+        )  # fmt: skip
+        return PokeReturnValue(is_done=count >= self.min_changes, xcom_value={"count": count})
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        hook = self._hook()
+        try:
+            instance = self._instance(hook)
+            point = instance.pin_start()
+        finally:
+            hook.close()
+        self.defer(
+            trigger=BinlogEventTrigger(
+                mysql_conn_id=self.mysql_conn_id,
+                destination=self.destination,
+                include=self.table_filter().include,
+                min_changes=self.min_changes,
+                start_position=str(point.position) if point.position else None,
+                start_gtid=point.gtid,
+                skip_through=list(point.skip_through) if point.skip_through else None,
+                server_id=self.server_id,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            raise AirflowException(
+                f"waiting for binlog changes of destination {self.destination} failed: {event.get('message')}"
+            )
+        self.log.info(
+            "destination %s: %s matching change(s) committed, the first at %s",
+            self.destination, event.get("count"), event.get("position"),
+        )  # fmt: skip
+        return event
