@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import struct
 
 from airflow_provider_binlog.binlog.errors import DecodeError
@@ -80,15 +81,15 @@ class Reader:
         p = self.need(n)
         return self.buf[p : p + n]
 
-    def bytes(self, n: int) -> bytes:
+    def bytes(self, n: int) -> builtins.bytes:
         p = self.need(n)
         return bytes(self.buf[p : p + n])
 
-    def packed_bytes(self) -> bytes:
+    def packed_bytes(self) -> builtins.bytes:
         """A length-encoded string as bytes."""
         return self.bytes(self.packed_int())
 
-    def cstring(self) -> bytes:
+    def cstring(self) -> builtins.bytes:
         """Bytes up to a NUL (consumed, not returned)."""
         buf, p, end = self.buf, self.pos, self.end
         i = p
@@ -99,7 +100,7 @@ class Reader:
         self.pos = i + 1
         return bytes(buf[p:i])
 
-    def rest(self) -> bytes:
+    def rest(self) -> builtins.bytes:
         p, self.pos = self.pos, self.end
         return bytes(self.buf[p : self.end])
 
