@@ -188,9 +188,23 @@ class ChangeMerger:
         self._buffered = 0
         self._marks: dict[str, CommittedMark | None] = {}
         self._ensured: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._existing: set[str] = set()
         self._counts: dict[str, TableCounts] = {}
 
     # ---- public API -------------------------------------------------------------------------------
+
+    def add_route(self, source: str, target: str) -> None:
+        """Route ``source`` (``schema.table``) to ``target`` from now on (for tables matched by a
+        pattern, possibly created after the run started). Re-adding the same route is a no-op."""
+        parts = parse_name(target)
+        quoted = quote_parts(parts)
+        current = self.routes.get(source)
+        if current == quoted:
+            return
+        if current is not None:
+            raise LakeError(f"{source} is routed to both {self._display(current)} and {target}")
+        self.routes[source] = quoted
+        self._names[quoted] = parts
 
     def options_for(self, target: str) -> TargetOptions:
         opts = self._options
@@ -273,7 +287,10 @@ class ChangeMerger:
 
     def _mark(self, target: str) -> CommittedMark | None:
         if target not in self._marks:
-            self._marks[target] = commits.read_mark(self.spark, target, self.destination)
+            table = commits.load_iceberg_table(self.spark, target)
+            if table is not None:
+                self._existing.add(target)
+            self._marks[target] = None if table is None else commits.mark_of(table, self.destination)
         return self._marks[target]
 
     def _apply(self, target: str, entries: list[Entry], end_position: BinlogPosition | None) -> None:
@@ -369,22 +386,9 @@ class ChangeMerger:
             return
         parts = self._names[target]
         all_columns = columns + self._meta_columns(opts)
-        if len(parts) >= 2:
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(parts[:-1])}")
-        props = {"format-version": "2"}
-        if not opts.append_only:
-            for kind in ("merge", "update", "delete"):
-                props[f"write.{kind}.mode"] = opts.write_mode
-        props.update(opts.table_properties)
-        cols_sql = ", ".join(f"{quote(c.name)} {c.type.sql}" for c in all_columns)
-        partition = ""
-        if opts.partition_by:
-            partition = " PARTITIONED BY (" + ", ".join(_partition_field(p) for p in opts.partition_by) + ")"
-        tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
-        self.spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {target} ({cols_sql}) USING iceberg{partition} "
-            f"TBLPROPERTIES ({tblprops})"
-        )
+        if target not in self._existing:
+            self._create_table(target, parts, all_columns, opts)
+            self._existing.add(target)
         existing = {f.name.lower(): f.dataType.simpleString() for f in self.spark.table(target).schema.fields}
         for col in all_columns:
             old = existing.get(col.name.lower())
@@ -401,6 +405,26 @@ class ChangeMerger:
                     "precision are allowed)"
                 )
         self._ensured[target] = signature
+
+    def _create_table(
+        self, target: str, parts: tuple[str, ...], all_columns: list[LakeColumn], opts: TargetOptions
+    ) -> None:
+        if len(parts) >= 2:
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(parts[:-1])}")
+        props = {"format-version": "2"}
+        if not opts.append_only:
+            for kind in ("merge", "update", "delete"):
+                props[f"write.{kind}.mode"] = opts.write_mode
+        props.update(opts.table_properties)
+        cols_sql = ", ".join(f"{quote(c.name)} {c.type.sql}" for c in all_columns)
+        partition = ""
+        if opts.partition_by:
+            partition = " PARTITIONED BY (" + ", ".join(_partition_field(p) for p in opts.partition_by) + ")"
+        tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {target} ({cols_sql}) USING iceberg{partition} "
+            f"TBLPROPERTIES ({tblprops})"
+        )
 
     # ---- the statements --------------------------------------------------------------------------
 
