@@ -592,7 +592,11 @@ class CanalInstance:
         if history is not None and history.connect is not None:
             ctx = stream.parser.ctx
 
+            matches = self.config.filter.matches
+
             def resolver(table_map: Any) -> Any:
+                if not matches(table_map.schema, table_map.table):
+                    return None  # never decoded: no lookups, no history for other tables
                 h = ctx.header
                 key = (file_number(ctx.file), (h.log_pos - h.event_size) if h is not None else 0)
                 return history.resolve(table_map, key)
@@ -719,14 +723,15 @@ class CanalInstance:
             if not txn.open:  # a statement-format or standalone statement outside a transaction
                 self._end(event, generation)
             return
-        if self.history is not None:
+        flt = self.config.filter
+        names = [*stmt.tables, *(new for _, new in stmt.renames)]
+        if self.history is not None and any(flt.matches(schema, table) for schema, table in names):
             try:
                 self.history.apply_ddl(stmt, event.position)
             except Exception as exc:  # the history must not stop the stream; decoding checks it
                 log.warning("schema history could not apply %r: %s", sql[:200], exc)
         gtid_set = self._advance_gtid()
         entries: list[Entry] = []
-        flt = self.config.filter
         targets: list[tuple[str, str | None]] = list(stmt.tables) or [(body.schema, None)]
         kind = DdlKind.TRUNCATE if stmt.kind == "truncate" else DdlKind.DDL
         targets = [(schema, table) for schema, table in targets if flt.matches(schema, table)]

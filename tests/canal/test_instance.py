@@ -311,6 +311,7 @@ def test_add_and_drop_column_between_writes_minimal_metadata(mariadb_minimal: An
         ], f"attempt {attempt}"
         ddls = [e for e in entries if isinstance(e, DdlEntry)]
         assert [d.sql.split()[3] for d in ddls] == ["ADD", "DROP"]
+        assert meta.list_keys(first.identity, "schema") == ["ddl_db.t"]  # no history for other tables
         assert ddls[0].table_schema is not None and ddls[0].table_schema.column_names == ("id", "a", "c", "b")
 
 
@@ -450,3 +451,26 @@ def test_minimal_metadata_table_created_in_the_stream(mariadb_minimal: Any) -> N
     assert [d.table for d in ddl] == ["t", "t"]
     changes = [e for e in entries if isinstance(e, RowChange)]
     assert changes[0].primary_key == ("id",)
+
+
+def test_follow_mode_delivers_new_changes_and_reports_lag(mariadb: Any, database: str) -> None:
+    mariadb.execute(f"CREATE TABLE `{database}`.f (id INT PRIMARY KEY)")
+    inst = make(mariadb, database, MemoryMetaManager())
+    inst.subscribe()  # no stop position: follow the binlog
+    try:
+        mariadb.execute(f"INSERT INTO `{database}`.f VALUES (1)")
+        got: list[Entry] = []
+        deadline = time.monotonic() + 20
+        while not any(isinstance(e, RowChange) for e in got):
+            assert time.monotonic() < deadline
+            batch = inst.get_without_ack(10, timeout=1)
+            if batch.id is not None:
+                got.extend(batch.entries)
+                inst.ack(batch.id)
+        assert inst.cursor is not None and inst.cursor.included is False
+        while inst.lag_seconds != 0.0:  # a heartbeat says the reader waits at the head
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert not inst.done
+    finally:
+        inst.close()
