@@ -1,1 +1,13 @@
-"""canal layer."""
+"""canal layer: a destination's durable subscription to the binlog (no Airflow, no Spark).
+
+Modules, one concern each:
+
+* :mod:`.change`   the change model (RowChange, DdlEntry, TransactionEnd, OrderKey)
+* :mod:`.filter`   canal's table/column filter syntax
+* :mod:`.store`    the bounded ring buffer with put/get/ack cursors
+* :mod:`.meta`     cursor, marks and records: memory, canal ``meta.dat`` file, ZooKeeper
+* :mod:`.ha`       the EPHEMERAL ``running`` node: one live consumer per destination client
+* :mod:`.ddl`, :mod:`.schema`   DDL parsing and the position-keyed schema history
+* :mod:`.start`    where reading starts (cursor, file:pos, GTID, timestamp, head)
+* :mod:`.instance` the parser thread and the consumer API (subscribe/get/ack/rollback/peek)
+"""
