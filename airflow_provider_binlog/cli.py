@@ -139,7 +139,7 @@ def event_to_json(event: Any) -> dict[str, Any]:
         return out
     if dataclasses.is_dataclass(body) and not isinstance(body, type):
         for f in dataclasses.fields(body):
-            if f.name.startswith("_") or f.name in out:
+            if f.name.startswith("_") or f.name in out or not f.repr:
                 continue
             v = getattr(body, f.name)
             if (
@@ -154,6 +154,13 @@ def event_to_json(event: Any) -> dict[str, Any]:
                 }
             else:
                 out[f.name] = to_json(v)
+        status = getattr(body, "status", None)
+        if dataclasses.is_dataclass(status) and not isinstance(status, type):
+            out["status"] = {
+                g.name: to_json(x)
+                for g in dataclasses.fields(status)
+                if (x := getattr(status, g.name)) not in (None, "", b"")
+            }
         if hasattr(body, "gtid") and not getattr(body, "anonymous", False):
             out["gtid"] = str(body.gtid)
     return out

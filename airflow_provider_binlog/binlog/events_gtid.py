@@ -14,7 +14,20 @@ from airflow_provider_binlog.binlog.events import decode_text
 from airflow_provider_binlog.binlog.gtid import MysqlGtid, MysqlGtidSet, read_varlen_int, read_varlen_uint
 from airflow_provider_binlog.binlog.reader import Reader
 
-I64 = struct.Struct("<q")
+GTID_HEAD = struct.Struct("<B16sQ")  # flags, uuid, gno
+GTID_FIXED = struct.Struct("<B16sQBqq")  # ... then lc typecode (2), last_committed, sequence_number
+_UUID_TEXT: dict[bytes, str] = {}
+
+
+def uuid_text(raw: bytes) -> str:
+    """The text form of a 16-byte server UUID (cached: a binlog names few servers)."""
+    text = _UUID_TEXT.get(raw)
+    if text is None:
+        if len(_UUID_TEXT) > 4096:
+            _UUID_TEXT.clear()
+        text = _UUID_TEXT[raw] = str(uuid_mod.UUID(bytes=raw))
+    return text
+
 
 # --------------------------------------------------------------------------- GTIDs
 
@@ -61,37 +74,47 @@ class GtidEvent:
         code = h.type_code if h is not None else EventType.GTID_LOG_EVENT
         if code == EventType.GTID_TAGGED_LOG_EVENT:
             return cls._decode_tagged(buf)
-        r = Reader(buf)
-        flags = r.u8()
-        uid = str(uuid_mod.UUID(bytes=r.bytes(16)))
-        gno = r.u64()
-        v: dict[str, Any] = {}
-        if r.remaining() and buf[r.pos] == 2:
-            r.skip(1)
-            v["last_committed"] = I64.unpack_from(buf, r.need(8))[0]
-            v["sequence_number"] = I64.unpack_from(buf, r.need(8))[0]
-            if r.remaining() >= 7:
-                ts = r.uint(7)
-                if ts & U56_TOP:
-                    ts &= U56_TOP - 1
-                    v["original_commit_timestamp"] = r.uint(7)
-                else:
-                    v["original_commit_timestamp"] = ts
-                v["immediate_commit_timestamp"] = ts
-            if r.remaining():
-                v["transaction_length"] = r.packed_int()
-            if r.remaining() >= 4:
-                sv = r.u32()
-                if sv & U32_TOP:
-                    sv &= U32_TOP - 1
-                    v["original_server_version"] = r.u32()
-                else:
-                    v["original_server_version"] = sv
-                v["immediate_server_version"] = sv
-            if r.remaining() >= 8:
-                v["commit_group_ticket"] = r.u64()
         anonymous = code == EventType.ANONYMOUS_GTID_LOG_EVENT
-        return cls(flags=flags, uuid=uid, gno=gno, anonymous=anonymous, **v)
+        n = len(buf)
+        if n >= GTID_FIXED.size and buf[25] == 2:
+            flags, raw_uuid, gno, _, last_committed, sequence_number = GTID_FIXED.unpack_from(buf, 0)
+        elif n >= 25:
+            flags, raw_uuid, gno = GTID_HEAD.unpack_from(buf, 0)
+            return cls(flags, uuid_text(raw_uuid), gno, "", anonymous)
+        else:
+            raise DecodeError(f"truncated: GTID event of {n} bytes")
+        r = Reader(buf, GTID_FIXED.size)
+        immediate_ts = original_ts = length = ticket = 0
+        immediate_sv = original_sv = UNDEFINED_SERVER_VERSION
+        if n - r.pos >= 7:
+            immediate_ts = original_ts = r.uint(7)
+            if immediate_ts & U56_TOP:
+                immediate_ts &= U56_TOP - 1
+                original_ts = r.uint(7)
+            if r.remaining():
+                length = r.packed_int()
+            if r.remaining() >= 4:
+                immediate_sv = original_sv = r.u32()
+                if immediate_sv & U32_TOP:
+                    immediate_sv &= U32_TOP - 1
+                    original_sv = r.u32()
+            if r.remaining() >= 8:
+                ticket = r.u64()
+        return cls(
+            flags,
+            uuid_text(raw_uuid),
+            gno,
+            "",
+            anonymous,
+            last_committed,
+            sequence_number,
+            immediate_ts,
+            original_ts,
+            length,
+            immediate_sv,
+            original_sv,
+            ticket,
+        )
 
     @classmethod
     def _decode_tagged(cls, buf: memoryview) -> GtidEvent:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from airflow_provider_binlog.binlog.compression import mariadb_uncompress
-from airflow_provider_binlog.binlog.constants import EventType
+from airflow_provider_binlog.binlog.constants import EventType, event_type_name
 from airflow_provider_binlog.binlog.errors import DecodeError
 from airflow_provider_binlog.binlog.event import DecodeContext, register
 from airflow_provider_binlog.binlog.events import decode_text
@@ -177,7 +177,22 @@ class QueryEvent:
     error_code: int
     schema: str
     sql: str
-    status: QueryStatus = field(default_factory=QueryStatus)
+    status_vars: bytes = field(default=b"", repr=False)
+    _where: tuple[int, str | None] = field(default=(EventType.QUERY_EVENT, None), repr=False, compare=False)
+    _status: QueryStatus | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def status(self) -> QueryStatus:
+        """The status variables, decoded on first access (most consumers never look)."""
+        status = self._status
+        if status is None:
+            try:
+                status = QueryStatus.decode(memoryview(self.status_vars))
+            except DecodeError as exc:
+                name = event_type_name(self._where[0])
+                raise exc.located(event_type=name, position=self._where[1]) from None
+            object.__setattr__(self, "_status", status)
+        return status
 
     @classmethod
     def decode(cls, buf: memoryview, ctx: DecodeContext) -> QueryEvent:
@@ -189,17 +204,28 @@ class QueryEvent:
         cls, buf: memoryview, ctx: DecodeContext, inflate: Callable[[bytes], bytes] | None
     ) -> QueryEvent:
         """Decode; ``inflate`` (MariaDB QUERY_COMPRESSED) turns the stored statement into its text."""
-        r = Reader(buf)
         post = ctx.post_header_len.get(EventType.QUERY_EVENT, 13)
         if post < 11:
             raise DecodeError(f"QUERY_EVENT post-header too short ({post})")
-        start = r.need(post)
-        thread_id, exec_time, db_len, error_code = QUERY_POST.unpack_from(buf, start)
-        status_len = U16.unpack_from(buf, start + 11)[0] if post >= 13 else 0
-        status = QueryStatus.decode(r.take(status_len))
-        schema = decode_text(r.bytes(db_len))
-        r.skip(1)
-        raw = r.rest()
+        if len(buf) < post:
+            raise DecodeError(f"truncated: QUERY_EVENT of {len(buf)} bytes, post-header {post}")
+        thread_id, exec_time, db_len, error_code = QUERY_POST.unpack_from(buf, 0)
+        status_len = U16.unpack_from(buf, 11)[0] if post >= 13 else 0
+        status_end = post + status_len
+        sql_start = status_end + db_len + 1
+        if sql_start > len(buf):
+            raise DecodeError(f"truncated: QUERY_EVENT of {len(buf)} bytes, statement starts at {sql_start}")
+        raw = bytes(buf[sql_start:])
         if inflate is not None:
             raw = inflate(raw)
-        return cls(thread_id, exec_time, error_code, schema, decode_text(raw), status)
+        h = ctx.header
+        where = (h.type_code if h is not None else EventType.QUERY_EVENT, ctx.position)
+        return cls(
+            thread_id,
+            exec_time,
+            error_code,
+            decode_text(buf[status_end : status_end + db_len]),
+            decode_text(raw),
+            bytes(buf[post:status_end]),
+            where,
+        )

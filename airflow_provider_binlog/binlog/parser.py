@@ -62,7 +62,6 @@ from airflow_provider_binlog.binlog.event import (
 from airflow_provider_binlog.binlog.events import (
     FormatDescriptionEvent,
     PayloadCompression,
-    RotateEvent,
     TransactionPayloadEvent,
 )
 from airflow_provider_binlog.binlog.position import BinlogPosition
@@ -86,23 +85,35 @@ _V2_CODES = frozenset(
 # Events whose header log_pos is not "end of this event in the current file".
 _POSITIONLESS = frozenset({EventType.HEARTBEAT_LOG_EVENT, EventType.HEARTBEAT_LOG_EVENT_V2})
 _READ_CHUNK = 1 << 20
+_FDE = int(EventType.FORMAT_DESCRIPTION_EVENT)
+_ROTATE = int(EventType.ROTATE_EVENT)
+_TABLE_MAP = int(EventType.TABLE_MAP_EVENT)
+_PAYLOAD = int(EventType.TRANSACTION_PAYLOAD_EVENT)
+_IN_USE = int(EventFlag.LOG_EVENT_BINLOG_IN_USE_F)
 
 
-def verify_crc32(raw: bytes | memoryview, where: str, type_name: str) -> None:
-    """Raise :class:`ChecksumError` unless the last 4 bytes of ``raw`` are the CRC32 of the rest.
+def crc32_ok(raw: bytes | memoryview) -> bool:
+    """Whether the last 4 bytes of ``raw`` are the CRC32 of the rest.
 
     A FORMAT_DESCRIPTION_EVENT's checksum is computed with LOG_EVENT_BINLOG_IN_USE_F clear (the
     server sets and clears that flag in place without rewriting the checksum), so it is checked so.
     """
-    stored = U32.unpack_from(raw, len(raw) - CHECKSUM_LEN)[0]
-    signed = raw[: len(raw) - CHECKSUM_LEN]
-    in_use = raw[FLAGS_OFFSET] & EventFlag.LOG_EVENT_BINLOG_IN_USE_F
-    if raw[4] == EventType.FORMAT_DESCRIPTION_EVENT and in_use:
-        copy = bytearray(signed)
-        copy[FLAGS_OFFSET] &= ~EventFlag.LOG_EVENT_BINLOG_IN_USE_F & 0xFF
-        signed = memoryview(copy)
-    actual = zlib.crc32(signed)
-    if stored != actual:
+    n = len(raw) - CHECKSUM_LEN
+    stored = U32.unpack_from(raw, n)[0]
+    if zlib.crc32(raw[:n]) == stored:
+        return True
+    if raw[4] == _FDE and raw[FLAGS_OFFSET] & _IN_USE:
+        copy = bytearray(raw[:n])
+        copy[FLAGS_OFFSET] &= ~_IN_USE & 0xFF
+        return zlib.crc32(copy) == stored
+    return False
+
+
+def verify_crc32(raw: bytes | memoryview, where: str, type_name: str) -> None:
+    """Raise :class:`ChecksumError` (naming ``type_name`` and ``where``) unless :func:`crc32_ok`."""
+    if not crc32_ok(raw):
+        stored = U32.unpack_from(raw, len(raw) - CHECKSUM_LEN)[0]
+        actual = zlib.crc32(raw[: len(raw) - CHECKSUM_LEN])
         raise ChecksumError(
             f"checksum mismatch: stored CRC32 0x{stored:08x}, computed 0x{actual:08x}",
             event_type=type_name,
@@ -166,60 +177,62 @@ class BinlogParser:
             )
         header = EventHeader.unpack(view)
         code = header.type_code
-        tname = header.type_name
+        size = header.event_size
         if offset is not None:
-            start, end = offset, offset + header.event_size
-        elif code in _POSITIONLESS or header.log_pos == 0 or header.log_pos < header.event_size:
+            start, end = offset, offset + size
+        elif code in _POSITIONLESS or header.log_pos < size or not header.log_pos:
             start = end = self.next_pos  # artificial (fake ROTATE, heartbeats...): no own place
         else:
-            start, end = header.log_pos - header.event_size, header.log_pos
-        where = f"{self.file}:{start}"
-        if header.event_size != len(view):
+            start, end = header.log_pos - size, header.log_pos
+        if size != len(view):
             raise DecodeError(
-                f"event_size {header.event_size} does not match the {len(view)} bytes received",
-                event_type=tname,
-                position=where,
+                f"event_size {size} does not match the {len(view)} bytes received",
+                event_type=header.type_name,
+                position=f"{self.file}:{start}",
             )
         ctx = self.ctx
         ctx.header = header
         ctx.file = self.file
 
-        if code == EventType.FORMAT_DESCRIPTION_EVENT:
-            body: Any = self._decode(FormatDescriptionEvent, view[EVENT_HEADER_LEN:], tname, where)
+        if code == _FDE:
+            body: Any = self._decode(FormatDescriptionEvent, view[EVENT_HEADER_LEN:], header, start)
             fde: FormatDescriptionEvent = body
             if fde.checksum_alg == ChecksumAlg.CRC32:
-                if len(view) < EVENT_HEADER_LEN + CHECKSUM_LEN:
-                    raise DecodeError("truncated checksum", event_type=tname, position=where)
+                if size < EVENT_HEADER_LEN + CHECKSUM_LEN:
+                    raise DecodeError(
+                        "truncated checksum", event_type=header.type_name, position=f"{self.file}:{start}"
+                    )
                 if self.verify_checksum:
-                    verify_crc32(view, where, tname)
+                    verify_crc32(view, f"{self.file}:{start}", header.type_name)
             self._apply_fde(fde)
         else:
             n = ctx.checksum_len
-            if len(view) < EVENT_HEADER_LEN + n:
-                raise DecodeError("truncated: no room for the checksum", event_type=tname, position=where)
-            if n and self.verify_checksum:
-                verify_crc32(view, where, tname)
-            data = view[EVENT_HEADER_LEN : len(view) - n]
-            body = self._decode_body(code, data, tname, where)
+            if size < EVENT_HEADER_LEN + n:
+                raise DecodeError(
+                    "truncated: no room for the checksum",
+                    event_type=header.type_name,
+                    position=f"{self.file}:{start}",
+                )
+            if n and self.verify_checksum and not crc32_ok(view):
+                verify_crc32(view, f"{self.file}:{start}", header.type_name)
+            body = self._decode_body(code, view[EVENT_HEADER_LEN : size - n], header, start)
 
         # the event is complete: move the position on before handing it out
-        if code == EventType.ROTATE_EVENT:
-            rot: RotateEvent = body
-            event = Event(header, body, self.file, start, end)
-            self.set_file(rot.next_file, rot.position)
-        else:
-            if end > start:
-                self.next_pos = end
-            event = Event(header, body, self.file, start, end)
-        table_id = getattr(body, "table_id", None)
-        if code == EventType.TABLE_MAP_EVENT and table_id is not None:
-            ctx.tables[table_id] = body
+        event = Event(header, body, self.file, start, end)
+        if code == _ROTATE:
+            self.set_file(body.next_file, body.position)
+        elif end > start:
+            self.next_pos = end
+        if code == _TABLE_MAP:
+            table_id = getattr(body, "table_id", None)
+            if table_id is not None:
+                ctx.tables[table_id] = body
         yield event
 
-        if code == EventType.TRANSACTION_PAYLOAD_EVENT:
+        if code == _PAYLOAD:
             payload: TransactionPayloadEvent = body
-            data = view[EVENT_HEADER_LEN : len(view) - ctx.checksum_len]
-            yield from self._payload_events(payload, data[payload.payload_offset :], event, where)
+            data = view[EVENT_HEADER_LEN : size - ctx.checksum_len]
+            yield from self._payload_events(payload, data[payload.payload_offset :], event)
 
     def _apply_fde(self, fde: FormatDescriptionEvent) -> None:
         self.format_description = fde
@@ -229,39 +242,38 @@ class BinlogParser:
         ctx.flavor = fde.flavor
         ctx.server_version = fde.server_version
 
-    def _decode(self, cls: Any, data: memoryview, tname: str, where: str) -> Any:
+    def _decode(self, cls: Any, data: memoryview, header: EventHeader, start: int, note: str = "") -> Any:
         try:
             return cls.decode(data, self.ctx)
         except DecodeError as exc:
-            raise exc.located(event_type=tname, position=where) from exc
+            raise exc.located(event_type=header.type_name + note, position=f"{self.file}:{start}") from exc
         except BinlogError:
             raise
         except Exception as exc:
             raise DecodeError(
-                f"cannot decode body: {type(exc).__name__}: {exc}", event_type=tname, position=where
+                f"cannot decode body: {type(exc).__name__}: {exc}",
+                event_type=header.type_name + note,
+                position=f"{self.file}:{start}",
             ) from exc
 
-    def _decode_body(self, code: int, data: memoryview, tname: str, where: str) -> Any:
-        base = ROWS_COMPRESSED.get(code)
-        if base is not None:
-            cls = REGISTRY.get(base)
-            if cls is None:
-                return UnknownEvent(code, bytes(data))
-            try:
-                inflated = self._inflate_rows(base, data)
-            except DecodeError as exc:
-                raise exc.located(event_type=tname, position=where) from exc
-            header = self.ctx.header
-            assert header is not None
-            self.ctx.header = dataclasses.replace(header, type_code=base)
-            try:
-                return self._decode(cls, memoryview(inflated), tname, where)
-            finally:
-                self.ctx.header = header
+    def _decode_body(
+        self, code: int, data: memoryview, header: EventHeader, start: int, note: str = ""
+    ) -> Any:
         cls = REGISTRY.get(code)
-        if cls is None:
+        if cls is not None:
+            return self._decode(cls, data, header, start, note)
+        base = ROWS_COMPRESSED.get(code)
+        if base is None or base not in REGISTRY:
             return UnknownEvent(code, bytes(data))
-        return self._decode(cls, data, tname, where)
+        try:
+            inflated = self._inflate_rows(base, data)
+        except DecodeError as exc:
+            raise exc.located(event_type=header.type_name + note, position=f"{self.file}:{start}") from exc
+        self.ctx.header = dataclasses.replace(header, type_code=base)
+        try:
+            return self._decode(REGISTRY[base], memoryview(inflated), header, start, note)
+        finally:
+            self.ctx.header = header
 
     def _inflate_rows(self, base: int, data: memoryview) -> bytes:
         """Rebuild an uncompressed row event body from a MariaDB compressed one."""
@@ -282,9 +294,10 @@ class BinlogParser:
     # ------------------------------------------------------------------ TRANSACTION_PAYLOAD
 
     def _payload_events(
-        self, payload: TransactionPayloadEvent, data: memoryview, outer: Event, where: str
+        self, payload: TransactionPayloadEvent, data: memoryview, outer: Event
     ) -> Iterator[Event]:
         tname = EventType.TRANSACTION_PAYLOAD_EVENT.name
+        where = f"{outer.file}:{outer.pos}"
         if payload.compression == PayloadCompression.ZSTD:
             import zstandard
 
@@ -309,7 +322,8 @@ class BinlogParser:
             if head is None:
                 break
             header = EventHeader.unpack(head)
-            iname = f"{header.type_name} (inside TRANSACTION_PAYLOAD_EVENT, index {index})"
+            note = f" (inside TRANSACTION_PAYLOAD_EVENT, index {index})"
+            iname = header.type_name + note
             too_big = limit is not None and consumed + header.event_size > limit
             if header.event_size < EVENT_HEADER_LEN or too_big:
                 raise DecodeError(
@@ -321,7 +335,7 @@ class BinlogParser:
             assert body_raw is not None
             consumed += header.event_size
             ctx.header = header
-            body = self._decode_body(header.type_code, memoryview(body_raw), iname, where)
+            body = self._decode_body(header.type_code, memoryview(body_raw), header, outer.pos, note)
             table_id = getattr(body, "table_id", None)
             if header.type_code == EventType.TABLE_MAP_EVENT and table_id is not None:
                 ctx.tables[table_id] = body
