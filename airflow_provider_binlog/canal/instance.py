@@ -30,9 +30,10 @@ Lifecycle::
   dump after a backoff (``reconnect_initial`` doubling up to ``reconnect_max``) from the end of the
   last complete transaction read; entries already put are recognised by their order key and not
   put twice.
-* **Ack**: checks the HA node first (a suspended or lost ZooKeeper session refuses the ack), then
-  releases the batch in the store and, when it has an ack point, writes the cursor with
-  compare-and-set, then removes the batch's mark.
+* **Ack**: checks the HA node first (a suspended or lost ZooKeeper session refuses the ack) and
+  that the batch is the oldest outstanding one; when it has an ack point, writes the cursor with
+  compare-and-set (a lost race raises and leaves the batch outstanding); then releases the batch
+  in the store and removes its mark.
 * **Rollback**: moves the store's get cursor back to its ack cursor; if part of an open
   transaction was already released, the store is reset and the dump restarts from the durable
   cursor (see :mod:`.store`).
@@ -77,6 +78,7 @@ from airflow_provider_binlog.canal.change import (
 )
 from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.errors import (
+    BatchOrderError,
     CanalError,
     MetaConflictError,
     SchemaMismatchError,
@@ -394,12 +396,16 @@ class CanalInstance:
         self._check_subscribed()
         if self.running is not None:
             self.running.check()
-        batch = self.store.ack(batch_id)
+        oldest = self.store.oldest_outstanding()
+        if oldest is None or oldest.id != batch_id:
+            raise BatchOrderError(batch_id, oldest.id if oldest is not None else None)
         cursor = None
-        if batch.ack_point is not None:
-            cursor = log_position(batch.ack_point, self.config.source)
+        if oldest.ack_point is not None:
+            # the cursor first: if the compare-and-set fails, the batch stays outstanding
+            cursor = log_position(oldest.ack_point, self.config.source)
             self._cursor_version = self.meta.set_cursor(self.identity, cursor, self._cursor_version)
             self._cursor = cursor
+        self.store.ack(batch_id)
         self.meta.remove_mark(self.identity, batch_id)
         return cursor
 

@@ -308,6 +308,11 @@ class EventStore:
             self._not_full.notify_all()
             return batch
 
+    def oldest_outstanding(self) -> Batch | None:
+        """The batch :meth:`ack` accepts next, or ``None``."""
+        with self._lock:
+            return next(iter(self._outstanding.values()), None)
+
     def rollback(self) -> bool:
         """Forget every outstanding batch and move ``get`` back to ``ack``.
 

@@ -492,3 +492,23 @@ def test_follow_mode_delivers_new_changes_and_reports_lag(mariadb: Any, database
         assert not inst.done
     finally:
         inst.close()
+
+
+def test_ack_loses_a_cursor_race_and_keeps_the_batch(
+    mariadb: Any, database: str, workload: BinlogPosition
+) -> None:
+    from airflow_provider_binlog.canal.errors import MetaConflictError
+
+    meta = MemoryMetaManager()
+    inst = make(mariadb, database, meta, start=StartSpec(position=str(workload)))
+    inst.subscribe(stop_at="head")
+    batch = inst.get_without_ack(20, timeout=5)
+    assert batch.id is not None and batch.ack_point is not None
+    intruder, version = meta.get_cursor(inst.identity)  # someone else moves the cursor meanwhile
+    assert intruder is not None
+    meta.set_cursor(inst.identity, intruder, version)
+    with pytest.raises(MetaConflictError):
+        inst.ack(batch.id)
+    assert inst.store.outstanding == (batch.id,)
+    assert batch.id in meta.marks(inst.identity)
+    inst.close()
