@@ -55,6 +55,8 @@ BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 BINLOG_THROUGH_GTID = 0x04  # MySQL COM_BINLOG_DUMP_GTID
 
 MARIA_SLAVE_CAPABILITY_GTID = 4
+MAX_PACKET_LEN = 0xFFFFFF
+_HEARTBEATS = frozenset({int(EventType.HEARTBEAT_LOG_EVENT), int(EventType.HEARTBEAT_LOG_EVENT_V2)})
 
 REGISTER_SLAVE = struct.Struct("<IBBBHII")  # server_id, 3 empty strings, port, rank, master_id
 DUMP = struct.Struct("<IHI")  # pos, flags, server_id
@@ -439,6 +441,9 @@ class BinlogStream:
                 )
             raise err from None
         conn._read_timeout = cfg.effective_idle_timeout
+        if conn._sock is not None:
+            conn._sock.settimeout(cfg.effective_idle_timeout)
+            conn._current_timeout = cfg.effective_idle_timeout
         return conn
 
     def _register(self, conn: pymysql.Connection) -> None:
@@ -465,24 +470,56 @@ class BinlogStream:
 
     def _reached(self) -> bool:
         stop = self.stop_at
+        if stop is None:
+            return False
         pos = self.position
-        return stop is not None and pos is not None and pos >= stop
+        return pos is not None and pos >= stop
+
+    @staticmethod
+    def _read_payload(conn: pymysql.Connection) -> bytes:
+        """One protocol payload straight off pymysql's buffered socket file (joining 16 MB pieces).
+
+        Same framing as ``Connection._read_packet`` without its per-packet object; an error packet
+        raises pymysql's exception for it, a short read is a lost connection.
+        """
+        rfile = conn._rfile
+        if rfile is None:
+            raise pymysql.err.OperationalError(CR_SERVER_LOST, "connection closed")
+        parts: list[bytes] = []
+        while True:
+            head = rfile.read(4)
+            if len(head) < 4:
+                raise pymysql.err.OperationalError(CR_SERVER_LOST, "Lost connection to server during dump")
+            length = head[0] | head[1] << 8 | head[2] << 16
+            conn._next_seq_id = (head[3] + 1) % 256
+            data = rfile.read(length) if length else b""
+            if len(data) < length:
+                raise pymysql.err.OperationalError(CR_SERVER_LOST, "Lost connection to server during dump")
+            parts.append(data)
+            if length < MAX_PACKET_LEN:
+                break
+        payload = parts[0] if len(parts) == 1 else b"".join(parts)
+        if payload[:1] == b"\xff":
+            pymysql.err.raise_mysql_exception(payload)
+        return payload
 
     def _events(self) -> Iterator[Event]:
         conn = self._open()
+        parse = self.parser.parse
+        update = self.tracker.update
+        skip = frozenset() if self.include_heartbeats else _HEARTBEATS
         try:
             while not self.closed:
-                if self._reached():
+                if self.stop_at is not None and self._reached():
                     return
                 try:
-                    packet = conn._read_packet()
+                    data = self._read_payload(conn)
                 except (TimeoutError, pymysql.err.MySQLError, OSError) as exc:
                     if self.closed:
                         return
                     raise self.client._translate(
                         exc, self.position, self.start.file if self.start else ""
                     ) from None
-                data = packet.get_all_data()
                 if not data:
                     continue
                 head = data[0]
@@ -490,14 +527,10 @@ class BinlogStream:
                     return  # EOF: end of the binlog in non-blocking mode
                 if head != 0x00:
                     raise ServerError(f"unexpected packet 0x{head:02x} in the binlog stream")
-                for event in self.parser.parse(memoryview(data)[1:]):
+                for event in parse(memoryview(data)[1:]):
                     self._received = True
-                    self.tracker.update(event)
-                    code = event.header.type_code
-                    if not self.include_heartbeats and code in (
-                        EventType.HEARTBEAT_LOG_EVENT,
-                        EventType.HEARTBEAT_LOG_EVENT_V2,
-                    ):
+                    update(event)
+                    if event.header.type_code in skip:
                         continue
                     yield event
         finally:

@@ -17,6 +17,7 @@ Wire layouts (little-endian)::
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from enum import IntFlag
 
@@ -72,6 +73,14 @@ class MariadbGtidExtraFlag(IntFlag):
     FL_EXTRA_THREAD_ID = 16
 
 
+GTID_HEAD = struct.Struct("<QIB")  # seq_no, domain_id, flags2
+_FL_GROUP_COMMIT_ID = int(MariadbGtidFlag.FL_GROUP_COMMIT_ID)
+_FL_XA = int(MariadbGtidFlag.FL_PREPARED_XA | MariadbGtidFlag.FL_COMPLETED_XA)
+_FL_NEEDS_MORE = _FL_GROUP_COMMIT_ID | _FL_XA
+_FL_EXTRA_MULTI_ENGINE = int(MariadbGtidExtraFlag.FL_EXTRA_MULTI_ENGINE_E1)
+_FL_ALTER_SEQ = int(MariadbGtidExtraFlag.FL_COMMIT_ALTER_E1 | MariadbGtidExtraFlag.FL_ROLLBACK_ALTER_E1)
+
+
 @register(EventType.GTID_EVENT)
 @dataclass(frozen=True, slots=True)
 class MariadbGtidEvent:
@@ -98,31 +107,47 @@ class MariadbGtidEvent:
 
     @property
     def standalone(self) -> bool:
-        return bool(self.flags & MariadbGtidFlag.FL_STANDALONE)
+        return bool(self.flags & 1)  # FL_STANDALONE
 
     def __str__(self) -> str:
         return str(self.gtid)
 
     @classmethod
     def decode(cls, buf: memoryview, ctx: DecodeContext) -> MariadbGtidEvent:
-        r = Reader(buf)
-        seq_no, domain_id, flags = r.u64(), r.u32(), r.u8()
+        if len(buf) < GTID_HEAD.size:
+            raise DecodeError(f"truncated: MariaDB GTID event of {len(buf)} bytes")
+        seq_no, domain_id, flags = GTID_HEAD.unpack_from(buf, 0)
         server_id = ctx.header.server_id if ctx.header is not None else 0
-        v: dict[str, object] = {}
-        if flags & MariadbGtidFlag.FL_GROUP_COMMIT_ID:
-            v["commit_id"] = r.u64()
-        if flags & (MariadbGtidFlag.FL_PREPARED_XA | MariadbGtidFlag.FL_COMPLETED_XA):
-            v["xa_format_id"] = r.u32()
+        if not flags & _FL_NEEDS_MORE and (len(buf) == GTID_HEAD.size or not any(buf[GTID_HEAD.size :])):
+            return cls(domain_id, server_id, seq_no, flags)  # the common case: zero padding only
+        r = Reader(buf, GTID_HEAD.size)
+        commit_id = xa_format_id = xa_gtrid = xa_bqual = extra_engines = start_alter = None
+        flags_extra = 0
+        if flags & _FL_GROUP_COMMIT_ID:
+            commit_id = r.u64()
+        if flags & _FL_XA:
+            xa_format_id = r.u32()
             gl, bl = r.u8(), r.u8()
-            v["xa_gtrid"], v["xa_bqual"] = r.bytes(gl), r.bytes(bl)
+            xa_gtrid, xa_bqual = r.bytes(gl), r.bytes(bl)
         if r.remaining():
-            extra = r.u8()
-            v["flags_extra"] = extra
-            if extra & MariadbGtidExtraFlag.FL_EXTRA_MULTI_ENGINE_E1:
-                v["extra_engines"] = r.u8()
-            if extra & (MariadbGtidExtraFlag.FL_COMMIT_ALTER_E1 | MariadbGtidExtraFlag.FL_ROLLBACK_ALTER_E1):
-                v["start_alter_seq_no"] = r.u64()
-        return cls(domain_id, server_id, seq_no, flags, **v)  # type: ignore[arg-type]
+            flags_extra = r.u8()
+            if flags_extra & _FL_EXTRA_MULTI_ENGINE:
+                extra_engines = r.u8()
+            if flags_extra & _FL_ALTER_SEQ:
+                start_alter = r.u64()
+        return cls(
+            domain_id,
+            server_id,
+            seq_no,
+            flags,
+            commit_id,
+            xa_format_id,
+            xa_gtrid,
+            xa_bqual,
+            flags_extra,
+            extra_engines,
+            start_alter,
+        )
 
 
 @register(EventType.GTID_LIST_EVENT)

@@ -22,6 +22,18 @@ from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtid, MariadbGtidList, MysqlGtid, MysqlGtidSet
 
 _ENDS = frozenset({EventType.XID_EVENT, EventType.XA_PREPARE_LOG_EVENT})
+_RELEVANT = frozenset(
+    int(c)
+    for c in (
+        EventType.GTID_LOG_EVENT,
+        EventType.ANONYMOUS_GTID_LOG_EVENT,
+        EventType.GTID_TAGGED_LOG_EVENT,
+        EventType.GTID_EVENT,
+        EventType.QUERY_EVENT,
+        EventType.QUERY_COMPRESSED_EVENT,
+        *_ENDS,
+    )
+)
 _CLOSING = ("COMMIT", "ROLLBACK", "XA PREPARE", "XA COMMIT", "XA ROLLBACK")
 
 
@@ -40,6 +52,8 @@ class GtidTracker:
 
     def update(self, event: Event) -> bool:
         """Account for one event; return ``True`` if it ended a transaction."""
+        if event.header.type_code not in _RELEVANT:
+            return False
         body = event.body
         if isinstance(body, GtidEvent):
             self.current = None if body.anonymous else body.gtid
