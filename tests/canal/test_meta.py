@@ -223,3 +223,23 @@ def test_zookeeper_digest_auth_rejects_the_wrong_password(zookeeper: Any, zk_chr
         finally:
             intruder.stop()
             intruder.close()
+
+
+@pytest.mark.integration
+def test_zookeeper_writes_survive_a_server_restart(zookeeper: Any, zk_chroot: str) -> None:
+    """Writes run under client.retry: a restart of ZooKeeper delays them, the CAS still holds."""
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+
+    client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=30))
+    try:
+        manager = ZooKeeperMetaManager(client)
+        manager.subscribe(CLIENT)
+        v1 = manager.set_cursor(CLIENT, pos(100), None)
+        zookeeper.restart()
+        v2 = manager.set_cursor(CLIENT, pos(200), v1)
+        assert manager.get_cursor(CLIENT) == (pos(200), v2)
+        with pytest.raises(MetaConflictError):
+            manager.set_cursor(CLIENT, pos(300), v1)
+    finally:
+        client.stop()
+        client.close()
