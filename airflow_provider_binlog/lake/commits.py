@@ -133,8 +133,11 @@ def read_mark(
     :param name: quoted multi-part table name (see :func:`..sql.quote_parts`).
     """
     table = load_iceberg_table(spark, name)
-    if table is None:
-        return None
+    return None if table is None else mark_of(table, destination, max_depth)
+
+
+def mark_of(table: Any, destination: str, max_depth: int = 10_000) -> CommittedMark | None:
+    """Return the committed mark for ``destination`` of a loaded JVM Iceberg table, or ``None``."""
     table.refresh()
     snap = table.currentSnapshot()
     depth = 0

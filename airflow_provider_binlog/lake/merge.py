@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -190,6 +191,10 @@ class ChangeMerger:
         self._ensured: dict[str, tuple[tuple[str, str], ...]] = {}
         self._existing: set[str] = set()
         self._counts: dict[str, TableCounts] = {}
+        self.timings: dict[str, float] = {"collapse": 0.0, "stage": 0.0, "spark": 0.0}
+        """Seconds spent in commits so far: ``collapse`` (ordering, last change per key), ``stage``
+        (row tuples -> Arrow -> Parquet), ``spark`` (the rest: reading the staged file, counting,
+        MERGE/INSERT, table DDL and marks)."""
 
     # ---- public API -------------------------------------------------------------------------------
 
@@ -281,9 +286,12 @@ class ChangeMerger:
 
     def _flush(self, end_position: BinlogPosition | None) -> None:
         buffers, self._buffers, self._buffered = self._buffers, {}, 0
+        t = self.timings
         for target, entries in buffers.items():
+            t0, python = time.perf_counter(), t["collapse"] + t["stage"]
             with table_lock(target):
                 self._apply(target, entries, end_position)
+            t["spark"] += time.perf_counter() - t0 - (t["collapse"] + t["stage"] - python)
 
     def _mark(self, target: str) -> CommittedMark | None:
         if target not in self._marks:
@@ -296,11 +304,13 @@ class ChangeMerger:
     def _apply(self, target: str, entries: list[Entry], end_position: BinlogPosition | None) -> None:
         counts = self._counts.setdefault(target, TableCounts())
         mark = self._mark(target)
+        t0 = time.perf_counter()
         fresh = [e for e in entries if mark is None or not mark.covers(e.order_key)]
         counts.skipped += len(entries) - len(fresh)
         if not fresh:
             return
         fresh.sort(key=lambda e: e.order_key)
+        self.timings["collapse"] += time.perf_counter() - t0
         opts = self.options_for(target)
         columns = self._columns(target, fresh, opts)
         if opts.append_only:
@@ -430,7 +440,9 @@ class ChangeMerger:
 
     def _stage_view(self, columns: list[LakeColumn], rows: Iterable[Sequence[Any]]) -> tuple[str, str, int]:
         name = uuid.uuid4().hex
+        t0 = time.perf_counter()
         uri, count = self.staging.write(name, columns, rows)
+        self.timings["stage"] += time.perf_counter() - t0
         view = f"binlog_cdc_stage_{name}"
         # pyarrow writes proleptic Gregorian dates; tell Spark not to rebase (or refuse) ancient ones
         reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
@@ -453,7 +465,9 @@ class ChangeMerger:
         props: dict[str, str],
         counts: TableCounts,
     ) -> None:
+        t0 = time.perf_counter()
         state = _collapse(piece, keys, self._display(target))
+        self.timings["collapse"] += time.perf_counter() - t0
         if not state:
             return
         names = [c.name for c in columns]

@@ -128,6 +128,13 @@ def session_conf(
     return out
 
 
+def has_active_session() -> bool:
+    """Whether this process already runs a SparkSession (so a caller knows whether to stop its own)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
+
+
 def create_session(
     app_name: str = DEFAULT_APP_NAME,
     master: str | None = None,

@@ -77,7 +77,10 @@ def test_model_check(spark: Any, seed: int, options: TargetOptions) -> None:
     merger = ChangeMerger(spark, "dest", {"shop.orders": target}, options, max_rows=rng.choice([20, 1000]))
     where = f"WHERE {DELETED_COLUMN} = false" if options.soft_delete else ""
     for _round in range(2):
-        entries = [e for e in (src.random_op() for _ in range(rng.randint(25, 45))) if e is not None]
+        n = rng.randint(25, 45)
+        forced = {rng.randrange(5, n): src.truncate, rng.randrange(n): src.add_column,
+                  rng.randrange(n): lambda: src.update(change_key=True)}  # fmt: skip
+        entries = [e for e in (forced.get(i, src.random_op)() for i in range(n)) if e is not None]
         for batch in _batches(entries, rng, 2):
             merger.merge(batch, _end(batch))
         _assert_equal(spark, target, src, where)
