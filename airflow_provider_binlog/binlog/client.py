@@ -203,7 +203,7 @@ class ReplicationClient:
             low = text.lower()
             if "could not find" in low or "purged" in low or "not found" in low:
                 oldest = self._oldest_binlog()
-                what = f"binlog {requested}" if requested else "the requested binlog position"
+                what = requested or "the requested binlog position"
                 return PurgedBinlogError(
                     f"{what} is no longer on {self.config.address}; the oldest binlog there is "
                     f"{oldest or 'unknown'} (server said: {text})",
@@ -431,7 +431,7 @@ class BinlogStream:
             self._send_dump(conn)
         except pymysql.err.MySQLError as exc:
             self.close()
-            err = self.client._translate(exc, self.position, self.start.file if self.start else "")
+            err = self.client._translate(exc, self.position, self._requested())
             if isinstance(err, AuthenticationError):
                 # logged in already: MariaDB answers COM_REGISTER_SLAVE without the privilege so
                 err = PrivilegeError(
@@ -467,6 +467,12 @@ class BinlogStream:
             file = self.start.file if self.start else ""
             pos = self.start.pos if self.start else 4
             conn._execute_command(COM_BINLOG_DUMP, DUMP.pack(pos, flags, cfg.server_id) + file.encode())
+
+    def _requested(self) -> str:
+        """What this dump asked for, for error messages."""
+        if self.start is not None:
+            return f"binlog {self.start.file}"
+        return f"the binlogs after GTID position {self.start_gtid}"
 
     def _reached(self) -> bool:
         stop = self.stop_at
@@ -517,9 +523,7 @@ class BinlogStream:
                 except (TimeoutError, pymysql.err.MySQLError, OSError) as exc:
                     if self.closed:
                         return
-                    raise self.client._translate(
-                        exc, self.position, self.start.file if self.start else ""
-                    ) from None
+                    raise self.client._translate(exc, self.position, self._requested()) from None
                 if not data:
                     continue
                 head = data[0]

@@ -249,3 +249,32 @@ def test_dump_needs_exactly_one_start(mariadb: Any) -> None:
         c.dump()
     with pytest.raises(ValueError):
         c.dump(BinlogPosition("a.1", 4), gtid="0-1-1")
+
+
+def test_really_purged_binlog_file_and_gtid() -> None:
+    from airflow_provider_binlog.dev.services import MariaDbServer
+
+    srv = MariaDbServer(server_id=33).start()
+    try:
+        srv.execute("CREATE DATABASE p")
+        srv.execute("CREATE TABLE p.t (id INT PRIMARY KEY)")
+        c = client(srv)
+        first = c.binlog_files()[0][0]
+        old_gtid = MariadbGtidList.parse(f"0-{srv.server_id}-1")
+        srv.execute("FLUSH BINARY LOGS")
+        srv.execute("INSERT INTO p.t VALUES (1)")
+        srv.execute("FLUSH BINARY LOGS")
+        oldest = c.binlog_files()[-1][0]
+        deadline = time.monotonic() + 20
+        while c.binlog_files()[0][0] != oldest:  # MariaDB keeps files crash recovery still needs
+            assert time.monotonic() < deadline, c.binlog_files()
+            srv.execute(f"PURGE BINARY LOGS TO '{oldest}'")
+            time.sleep(0.2)
+        with pytest.raises(PurgedBinlogError) as info, c.dump(BinlogPosition(first, 4)) as s:
+            list(s)
+        assert first in str(info.value) and oldest in str(info.value)
+        with pytest.raises(PurgedBinlogError) as info2, c.dump(gtid=old_gtid, stop_at=c.head_position()) as s:
+            list(s)
+        assert oldest in str(info2.value) and f"GTID position 0-{srv.server_id}-1" in str(info2.value)
+    finally:
+        srv.stop()
