@@ -297,7 +297,15 @@ class _Gen:
     """Collects the generated source and the helper objects it refers to."""
 
     def __init__(self) -> None:
-        self.ns: dict[str, Any] = {"DecodeError": DecodeError, "from_bytes": int.from_bytes}
+        self.ns: dict[str, Any] = {
+            "DecodeError": DecodeError,
+            "from_bytes": int.from_bytes,
+            "Decimal": Decimal,
+            "date": dt.date,
+            "datetime": dt.datetime,
+            "timedelta": dt.timedelta,
+            "EPOCH": _EPOCH,
+        }
         self.lines: list[str] = []
 
     def const(self, prefix: str, obj: Any) -> str:
@@ -377,17 +385,12 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
             raise DecodeError(f"column {col.name!r}: invalid BLOB length width {width}")
         expr = "b[p:p + n]" if t == T.GEOMETRY else _text_expr(g, col, "b[p:p + n]")
         return [*head, f"{out} = {expr}", "p += n"]
+    inline = _inline_temporal_or_decimal(g, col, out)
+    if inline is not None:
+        return inline
     reader: Reader
-    if t == T.NEWDECIMAL:
-        reader, _ = decimal_reader(col.precision or 0, col.scale or 0)
-    elif t == T.DATETIME2:
-        reader = _datetime2_reader(col.fsp or 0)
-    elif t == T.TIMESTAMP2:
-        reader = _timestamp2_reader(col.fsp or 0)
-    elif t == T.TIME2:
+    if t == T.TIME2:
         reader = _time2_reader(col.fsp or 0)
-    elif t in (T.DATE, T.NEWDATE):
-        reader = _read_date
     elif t == T.TIME:
         reader = _read_time
     elif t == T.DATETIME:
@@ -414,6 +417,69 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
     else:
         reader = _unsupported(f"column {col.name!r}: values of type {t.name} are not supported")
     return [f"{out}, p = {g.const('R_', reader)}(b, p)"]
+
+
+def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] | None:
+    """Straight-line code for the hot temporal and DECIMAL types (same results as the readers above;
+    dates Python cannot hold, i.e. zero, partial or invalid ones, become ``None``)."""
+    t = col.type
+    if t in (T.DATE, T.NEWDATE):
+        return [
+            "x = from_bytes(b[p:p + 3], 'little')",
+            "p += 3",
+            "try:",
+            f"    {out} = date(x >> 9, (x >> 5) & 15, x & 31)",
+            "except ValueError:",
+            f"    {out} = None",
+        ]
+    if t == T.DATETIME2:
+        n = ((col.fsp or 0) + 1) // 2
+        lines = [f"x = from_bytes(b[p:p + {5 + n}], 'big')", f"p += {5 + n}"]
+        if n:
+            lines += [f"us = (x & {(1 << 8 * n) - 1}) * {_FRAC_MULT[n]}"]
+            lines += [f"x = (x >> {8 * n}) - 0x8000000000"]
+        else:
+            lines += ["us = 0", "x -= 0x8000000000"]
+        return [
+            *lines,
+            "ym = x >> 22",
+            "try:",
+            f"    {out} = datetime(ym // 13, ym % 13, (x >> 17) & 31,"
+            " (x >> 12) & 31, (x >> 6) & 63, x & 63, us)",
+            "except ValueError:",
+            f"    {out} = None",
+        ]
+    if t == T.TIMESTAMP2:
+        n = ((col.fsp or 0) + 1) // 2
+        lines = [f"x = from_bytes(b[p:p + {4 + n}], 'big')", f"p += {4 + n}"]
+        if n:
+            secs, us = f"x >> {8 * n}", f"(x & {(1 << 8 * n) - 1}) * {_FRAC_MULT[n]}"
+            return [*lines, f"{out} = EPOCH + timedelta(seconds={secs}, microseconds={us}) if x else None"]
+        return [*lines, f"{out} = EPOCH + timedelta(seconds=x) if x else None"]
+    if t == T.NEWDECIMAL:
+        precision, scale = col.precision or 0, col.scale or 0
+        reader, size = decimal_reader(precision, scale)
+        intg = precision - scale
+        top = 1 << (size * 8 - 1)
+        neg = ((1 << (size * 8)) - 1) ^ top
+        simple = intg <= 9 and scale <= 9  # one digit group on each side of the point
+        if not simple:
+            return [f"{out}, p = {g.const('R_', reader)}(b, p)"]
+        fbits = 8 * _DIG2BYTES[scale] if scale < 9 else 32
+        lines = [
+            f"x = from_bytes(b[p:p + {size}], 'big')",
+            f"p += {size}",
+            f"if x & {top}:",
+            "    s = ''",
+            f"    x ^= {top}",
+            "else:",
+            "    s = '-'",
+            f"    x ^= {neg}",
+        ]
+        if scale:
+            return [*lines, f"{out} = Decimal(f'{{s}}{{x >> {fbits}}}.{{x & {(1 << fbits) - 1}:0{scale}d}}')"]
+        return [*lines, f"{out} = Decimal(f'{{s}}{{x}}')"]
+    return None
 
 
 def _generate(schema: TableSchema, present: tuple[int, ...], partial_json: bool) -> Callable[..., Any]:

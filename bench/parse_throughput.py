@@ -1,0 +1,179 @@
+"""Benchmark: decode a binlog of inserts and updates with this client and with python-mysql-replication.
+
+Loads ``--rows`` inserts (default 200k) and half as many updates of an 11-column table into a
+throwaway MariaDB (``airflow_provider_binlog.dev.services``), then reads the whole binlog of that
+load over the replication protocol twice, in the same run, touching every value of every row image:
+
+* ours: :class:`~airflow_provider_binlog.binlog.client.ReplicationClient` (file:pos dump up to the
+  head position), every value of ``RowsEvent.rows``;
+* baseline: ``pymysqlreplication.BinLogStreamReader`` from the same file:pos (non-blocking), every
+  value of ``event.rows``.
+
+Prints rows/s for both and the ratio last. Run: ``.venv/bin/python bench/parse_throughput.py``
+(``--rows 20000`` for a quick run, ``--repeat N`` to take the best of N decoding passes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.binlog.rows import RowsEvent
+from airflow_provider_binlog.dev.services import MariaDbServer
+
+DDL = """
+CREATE TABLE bench.t (
+  id INT PRIMARY KEY, big BIGINT, name VARCHAR(64), amount DECIMAL(12,4), ts DATETIME(6),
+  doc JSON, note TEXT, score DOUBLE, flag TINYINT, qty INT, day DATE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+"""
+BATCH = 1000
+
+
+def load(server: MariaDbServer, rows: int) -> tuple[BinlogPosition, BinlogPosition]:
+    """Insert ``rows`` rows and update ``rows // 2`` of them; return the binlog start and head."""
+    rnd = random.Random(42)
+    conn = server.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS bench")
+        cur.execute("DROP TABLE IF EXISTS bench.t")
+        cur.execute(DDL)
+        cur.execute("SHOW MASTER STATUS")
+        f, p = cur.fetchone()[:2]
+        start = BinlogPosition(f, int(p))
+        sql = "INSERT INTO bench.t VALUES " + ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * BATCH)
+        for base in range(0, rows, BATCH):
+            n = min(BATCH, rows - base)
+            args: list[Any] = []
+            for i in range(base, base + n):
+                price = rnd.random() * 100
+                doc = {"id": i, "tags": ["a", "b", str(i % 97)], "price": price, "ok": i % 2 == 0}
+                args += [
+                    i, rnd.getrandbits(62), f"name-{i}-{rnd.getrandbits(32):x}", f"{rnd.random() * 1e6:.4f}",
+                    f"2024-01-{1 + i % 28:02d} 12:{i % 60:02d}:{i % 60:02d}.{i % 1000000:06d}",
+                    json.dumps(doc), "note " * rnd.randint(20, 120), rnd.random(), i % 128, i, "2024-05-06",
+                ]  # fmt: skip
+            stmt = sql if n == BATCH else "INSERT INTO bench.t VALUES " + ",".join(
+                ["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * n
+            )
+            cur.execute(stmt, args)
+        for base in range(0, rows // 2, BATCH):
+            hi = min(base + BATCH, rows // 2)
+            cur.execute(
+                "UPDATE bench.t SET qty = qty + 1, score = score / 2, name = CONCAT(name, '!') "
+                "WHERE id >= %s AND id < %s",
+                (base, hi),
+            )
+        cur.execute("SHOW MASTER STATUS")
+        f, p = cur.fetchone()[:2]
+        head = BinlogPosition(f, int(p))
+    conn.close()
+    return start, head
+
+
+def touch(row: dict[str, Any]) -> int:
+    n = 0
+    for v in row.values():
+        if v is not None:
+            n += 1
+    return n
+
+
+def ours(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float]:
+    client = ReplicationClient(
+        ReplicationConfig(
+            host=server.host, port=server.port, user=server.repl_user, password=server.repl_password
+        )
+    )
+    rows = 0
+    t0 = time.perf_counter()
+    with client.dump(start, stop_at=head) as stream:
+        for ev in stream:
+            body = ev.body
+            if isinstance(body, RowsEvent) and body.table == "t":
+                for r in body.rows:
+                    if type(r) is tuple:
+                        touch(r[0])
+                        touch(r[1])
+                    else:
+                        touch(r)
+                    rows += 1
+    return rows, time.perf_counter() - t0
+
+
+def baseline(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float]:
+    from pymysqlreplication.binlogstream import BinLogStreamReader
+    from pymysqlreplication.event import XidEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    settings = {
+        "host": server.host, "port": server.port, "user": server.root_user, "passwd": server.root_password
+    }
+    stream = BinLogStreamReader(
+        connection_settings=settings, server_id=987654, log_file=start.file, log_pos=start.pos,
+        resume_stream=True, blocking=True, is_mariadb=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent], enable_logging=False,
+    )  # fmt: skip
+    rows = 0
+    t0 = time.perf_counter()
+    for ev in stream:
+        # stop at the head seen after loading (a non-blocking dump of MariaDB reconnects forever)
+        done = (stream.log_file, stream.log_pos) >= (head.file, head.pos)
+        if isinstance(ev, XidEvent) or ev.table != "t":
+            if done:
+                break
+            continue
+        for r in ev.rows:
+            if "values" in r:
+                touch(r["values"])
+            else:
+                touch(r["before_values"])
+                touch(r["after_values"])
+            rows += 1
+        if done:
+            break
+    stream.close()
+    return rows, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200_000, help="inserted rows (updates: half as many)")
+    ap.add_argument("--repeat", type=int, default=1, help="decoding passes per library (best is kept)")
+    args = ap.parse_args(argv)
+    server = MariaDbServer(server_id=1).start()
+    try:
+        t0 = time.perf_counter()
+        start, head = load(server, args.rows)
+        print(f"loaded {args.rows} inserts + {args.rows // 2} updates in {time.perf_counter() - t0:.1f} s; "
+              f"binlog {start} .. {head}")  # fmt: skip
+        best_ours = best_base = 0.0
+        n_ours = n_base = 0
+        for _ in range(args.repeat):
+            n_ours, secs = ours(server, start, head)
+            best_ours = max(best_ours, n_ours / secs)
+            print(f"ours:                     {n_ours} rows in {secs:.2f} s = {n_ours / secs:,.0f} rows/s")
+            n_base, secs = baseline(server, start, head)
+            best_base = max(best_base, n_base / secs)
+            print(f"python-mysql-replication: {n_base} rows in {secs:.2f} s = {n_base / secs:,.0f} rows/s")
+        expected = args.rows + args.rows // 2
+        if n_ours != expected or n_base != expected:
+            print(f"row counts differ from {expected}: ours {n_ours}, baseline {n_base}", file=sys.stderr)
+            return 1
+        print(f"ratio (ours / python-mysql-replication): {best_ours / best_base:.1f}x")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
