@@ -1,0 +1,30 @@
+-- Statements whose binlog events tests/binlog/golden/control_events.json holds (MariaDB, run by
+-- capture_control_events.py as the admin user). One statement per line group, ';' at line end.
+CREATE DATABASE golden_ev;
+CREATE TABLE golden_ev.t (id INT PRIMARY KEY AUTO_INCREMENT, v VARCHAR(200)) ENGINE=InnoDB;
+SET SESSION binlog_format = 'STATEMENT';
+SET @greeting = 'hello';
+INSERT INTO golden_ev.t (v) VALUES (@greeting);
+INSERT INTO golden_ev.t (v) VALUES (CONCAT('r', RAND()));
+INSERT INTO golden_ev.t (v) VALUES (LAST_INSERT_ID());
+SET SESSION binlog_format = 'ROW';
+XA START 'xa1';
+INSERT INTO golden_ev.t (v) VALUES ('in xa');
+XA END 'xa1';
+XA PREPARE 'xa1';
+XA COMMIT 'xa1';
+BEGIN;
+INSERT INTO golden_ev.t (v) VALUES ('plain');
+COMMIT;
+SET SESSION gtid_domain_id = 7;
+INSERT INTO golden_ev.t (v) VALUES ('domain 7');
+SET SESSION gtid_domain_id = 0;
+SET GLOBAL log_bin_compress = ON;
+SET GLOBAL log_bin_compress_min_len = 10;
+CREATE TABLE golden_ev.compressed (id INT PRIMARY KEY, long_text VARCHAR(500)) ENGINE=InnoDB;
+INSERT INTO golden_ev.compressed VALUES (1, REPEAT('abc', 100)), (2, REPEAT('xyz', 100));
+UPDATE golden_ev.compressed SET long_text = REPEAT('def', 100) WHERE id = 1;
+DELETE FROM golden_ev.compressed WHERE id = 2;
+SET GLOBAL log_bin_compress = OFF;
+FLUSH BINARY LOGS;
+INSERT INTO golden_ev.t (v) VALUES ('second file');
