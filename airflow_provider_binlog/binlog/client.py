@@ -421,6 +421,9 @@ class BinlogStream:
                 period_ns = int(cfg.heartbeat_period * 1_000_000_000)
                 cur.execute(f"SET @master_heartbeat_period = {period_ns}")
                 cur.execute(f"SET @source_heartbeat_period = {period_ns}")
+                if not self.info.is_mariadb:
+                    # names this replica in SHOW REPLICAS and lets the source drop its zombie dumps
+                    cur.execute("SET @slave_uuid = UUID(), @replica_uuid = UUID()")
                 if self.info.is_mariadb:
                     cur.execute(f"SET @mariadb_slave_capability = {MARIA_SLAVE_CAPABILITY_GTID}")
                     if isinstance(self.start_gtid, MariadbGtidList):

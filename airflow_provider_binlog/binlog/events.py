@@ -31,6 +31,7 @@ integer, see :mod:`.gtid`)::
     HEARTBEAT           log file name (rest); the header's log_pos is the position
     HEARTBEAT_V2        (lenenc field, lenenc len, value)*: 1 file name, 2 position (lenenc), 0 end
     INCIDENT            u16 incident, u8 msg_len, message
+    BEGIN_LOAD_QUERY    u32 file_id, data (rest); APPEND_BLOCK the same; DELETE_FILE u32 file_id
     TRANSACTION_PAYLOAD (lenenc field, lenenc len, lenenc value)*: 1 size, 2 compression (0 zstd,
                         255 none), 3 uncompressed size, 0 end; then the payload
 """
@@ -243,6 +244,36 @@ class OpaqueEvent:
     @classmethod
     def decode(cls, buf: memoryview, ctx: DecodeContext) -> OpaqueEvent:
         return cls(bytes(buf))
+
+
+# --------------------------------------------------------------------------- LOAD DATA (statement format)
+
+
+@register(EventType.BEGIN_LOAD_QUERY_EVENT, EventType.APPEND_BLOCK_EVENT)
+@dataclass(frozen=True, slots=True)
+class LoadBlockEvent:
+    """A block of a ``LOAD DATA`` file (u32 file_id, then the bytes): BEGIN_LOAD_QUERY starts the
+    file, APPEND_BLOCK adds to it; EXECUTE_LOAD_QUERY (see :mod:`.events_query`) runs it."""
+
+    file_id: int
+    data: bytes
+
+    @classmethod
+    def decode(cls, buf: memoryview, ctx: DecodeContext) -> LoadBlockEvent:
+        r = Reader(buf)
+        return cls(r.u32(), r.rest())
+
+
+@register(EventType.DELETE_FILE_EVENT)
+@dataclass(frozen=True, slots=True)
+class DeleteFileEvent:
+    """A ``LOAD DATA`` that failed: forget the file (u32 file_id)."""
+
+    file_id: int
+
+    @classmethod
+    def decode(cls, buf: memoryview, ctx: DecodeContext) -> DeleteFileEvent:
+        return cls(Reader(buf).u32())
 
 
 # --------------------------------------------------------------------------- transaction ends

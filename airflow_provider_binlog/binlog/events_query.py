@@ -16,6 +16,7 @@ from airflow_provider_binlog.binlog.reader import Reader
 
 QUERY_POST = struct.Struct("<IIBH")  # thread_id, exec_time, db_len, error_code (then u16 status_len)
 U16 = struct.Struct("<H")
+LOAD_POST = struct.Struct("<IIIB")  # file_id, start_pos, end_pos, dup_handling
 
 # --------------------------------------------------------------------------- QUERY
 
@@ -205,6 +206,13 @@ class QueryEvent:
     ) -> QueryEvent:
         """Decode; ``inflate`` (MariaDB QUERY_COMPRESSED) turns the stored statement into its text."""
         post = ctx.post_header_len.get(EventType.QUERY_EVENT, 13)
+        return cls._decode_at(buf, ctx, inflate, post)
+
+    @classmethod
+    def _decode_at(
+        cls, buf: memoryview, ctx: DecodeContext, inflate: Callable[[bytes], bytes] | None, post: int
+    ) -> QueryEvent:
+        """Decode with a post-header of ``post`` bytes (EXECUTE_LOAD_QUERY's is longer)."""
         if post < 11:
             raise DecodeError(f"QUERY_EVENT post-header too short ({post})")
         if len(buf) < post:
@@ -229,3 +237,36 @@ class QueryEvent:
             bytes(buf[post:status_end]),
             where,
         )
+
+
+@register(EventType.EXECUTE_LOAD_QUERY_EVENT)
+@dataclass(frozen=True, slots=True)
+class ExecuteLoadQueryEvent:
+    """``LOAD DATA`` in statement format: the statement, and where in it the file name was replaced.
+
+    Layout: the QUERY_EVENT post-header, then u32 file_id, u32 start_pos, u32 end_pos,
+    u8 dup_handling (post-header 26 bytes), then status variables, schema and statement as in
+    QUERY_EVENT. The file's bytes come in BEGIN_LOAD_QUERY / APPEND_BLOCK events before it.
+    """
+
+    query: QueryEvent
+    file_id: int
+    start_pos: int
+    end_pos: int
+    dup_handling: int
+
+    @property
+    def schema(self) -> str:
+        return self.query.schema
+
+    @property
+    def sql(self) -> str:
+        return self.query.sql
+
+    @classmethod
+    def decode(cls, buf: memoryview, ctx: DecodeContext) -> ExecuteLoadQueryEvent:
+        post = ctx.post_header_len.get(EventType.EXECUTE_LOAD_QUERY_EVENT, 26)
+        if post < 26 or len(buf) < 26:
+            raise DecodeError(f"EXECUTE_LOAD_QUERY_EVENT post-header too short ({post}, {len(buf)} bytes)")
+        file_id, start_pos, end_pos, dup = LOAD_POST.unpack_from(buf, 13)
+        return cls(QueryEvent._decode_at(buf, ctx, None, post), file_id, start_pos, end_pos, dup)

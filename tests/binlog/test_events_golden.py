@@ -2,7 +2,8 @@
 
 Covers what the MySQL fixtures cannot: MariaDB GTIDs (domains, XA, standalone), GTID_LIST and
 BINLOG_CHECKPOINT with content, ANNOTATE_ROWS, statement-format INTVAR/RAND/USER_VAR,
-XA_PREPARE, QUERY_COMPRESSED and the compressed row events, a ROTATE into a second file.
+XA_PREPARE, QUERY_COMPRESSED and the compressed row events, a ROTATE into a second file, and
+``LOAD DATA`` in statement format (BEGIN_LOAD_QUERY, EXECUTE_LOAD_QUERY).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import pytest
 from airflow_provider_binlog.binlog.event import Event
 from airflow_provider_binlog.binlog.events import (
     IntvarEvent,
+    LoadBlockEvent,
     RandEvent,
     RotateEvent,
     UserVarEvent,
     XaPrepareEvent,
 )
 from airflow_provider_binlog.binlog.events_mariadb import BinlogCheckpointEvent, MariadbGtidEvent
-from airflow_provider_binlog.binlog.events_query import QueryEvent
+from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList
 from airflow_provider_binlog.binlog.gtid_tracker import GtidTracker
 from airflow_provider_binlog.binlog.parser import BinlogParser
@@ -99,7 +101,7 @@ def test_mariadb_gtids() -> None:
     assert [str(g) for g in gtids] == [
         *(f"0-{SERVER_ID}-{n}" for n in range(5, 13)),
         f"7-{SERVER_ID}-1",
-        *(f"0-{SERVER_ID}-{n}" for n in range(13, 18)),
+        *(f"0-{SERVER_ID}-{n}" for n in range(13, 19)),
     ]
     ddl = at(1055)
     assert ddl.standalone and ddl.flags == 41
@@ -132,8 +134,20 @@ def test_rows_plain_and_compressed() -> None:
     assert at(3628).type_code == 23 and at(3952).type_code == 24 and at(4246).type_code == 25
 
 
+def test_load_data_in_statement_format() -> None:
+    block = at(697, "mysql-bin.000002")
+    assert block == LoadBlockEvent(1, b"loaded 1\nloaded 2\n")
+    load = at(774, "mysql-bin.000002")
+    assert isinstance(load, ExecuteLoadQueryEvent)
+    assert load.file_id == 1 and load.sql.startswith("LOAD DATA INFILE '")
+    # the part a replica rewrites to name its own copy of the file
+    assert load.sql[load.start_pos : load.end_pos].strip().startswith("INFILE '")
+    assert "load.txt" in load.sql[load.start_pos : load.end_pos]
+    assert "INTO TABLE `golden_ev`.`t`" in load.sql
+
+
 def test_tracker_over_the_golden_stream() -> None:
     t = GtidTracker(MariadbGtidList.parse(f"0-{SERVER_ID}-4"))
     ends = [e.pos for e in EVENTS if t.update(e)]
-    assert str(t.position) == f"0-{SERVER_ID}-17,7-{SERVER_ID}-1"
+    assert str(t.position) == f"0-{SERVER_ID}-18,7-{SERVER_ID}-1"
     assert 2490 in ends and 2574 in ends  # XA PREPARE, then XA COMMIT in its own group

@@ -27,13 +27,16 @@ def statements(path: Path) -> list[str]:
 
 def main() -> None:
     server = MariaDbServer(server_id=77).start()
+    assert server.basedir is not None
+    load_file = server.basedir / "load.txt"  # read by the server for LOAD DATA INFILE
+    load_file.write_text("loaded 1\nloaded 2\n")
     try:
         conn = server.connect()
         with conn.cursor() as cur:
             cur.execute("SHOW MASTER STATUS")
             start_file, start_pos = cur.fetchone()[:2]
             for sql in statements(HERE / "control_events.sql"):
-                cur.execute(sql.rstrip(";"))
+                cur.execute(sql.rstrip(";").replace("{LOAD_FILE}", str(load_file)))
             cur.execute("SELECT VERSION()")
             version = cur.fetchone()[0]
             cur.execute("SHOW BINARY LOGS")

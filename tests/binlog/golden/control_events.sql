@@ -28,3 +28,6 @@ DELETE FROM golden_ev.compressed WHERE id = 2;
 SET GLOBAL log_bin_compress = OFF;
 FLUSH BINARY LOGS;
 INSERT INTO golden_ev.t (v) VALUES ('second file');
+SET SESSION binlog_format = 'STATEMENT';
+LOAD DATA INFILE '{LOAD_FILE}' INTO TABLE golden_ev.t (v);
+SET SESSION binlog_format = 'ROW';
