@@ -19,7 +19,8 @@ STRING ``real_type << 8 | length`` (2 bytes, big end first).
 
 Optional-metadata bitmaps (signedness, visibility) are MSB first. Charset lists count only the
 "character" columns (CHAR, VARCHAR, BLOB/TEXT; on MariaDB also GEOMETRY), respectively only the
-ENUM/SET columns; signedness counts only numeric columns (integers, FLOAT, DOUBLE, NEWDECIMAL).
+ENUM/SET columns; signedness counts only numeric columns (integers, FLOAT, DOUBLE, NEWDECIMAL, and
+on MariaDB also YEAR).
 
 When the server writes no column names, signedness or charsets (``binlog_row_metadata`` MINIMAL or
 NO_LOG, MySQL < 8.0, MariaDB < 10.5), :attr:`DecodeContext.schema_resolver` (if set) is asked for
@@ -544,7 +545,9 @@ def _build_columns(
     count = len(types)
     reals = [real_type(t, m) for t, m in zip(types, metas, strict=True)]
     char_types = _CHARACTER_TYPES | ({T.GEOMETRY} if flavor == "mariadb" else frozenset())
-    numeric = [i for i, (rt, _) in enumerate(reals) if rt in NUMERIC_TYPES]
+    # MariaDB's YEAR is an unsigned TINYINT underneath and takes a signedness bit; MySQL's does not
+    numeric_types = NUMERIC_TYPES | ({T.YEAR} if flavor == "mariadb" else frozenset())
+    numeric = [i for i, (rt, _) in enumerate(reals) if rt in numeric_types]
     chars = [i for i, (rt, _) in enumerate(reals) if rt in char_types]
     enum_set = [i for i, (rt, _) in enumerate(reals) if rt in (T.ENUM, T.SET)]
     enums = [i for i in enum_set if reals[i][0] == T.ENUM]

@@ -11,7 +11,7 @@ CREATE TABLE all_types (
   f FLOAT, d DOUBLE,
   dec65 DECIMAL(65,30), dec10 DECIMAL(10,0), dec12 DECIMAL(12,4), dec5 DECIMAL(5,5), dec18 DECIMAL(18,9),
   dec30 DECIMAL(40,20),
-  y YEAR, dt DATE, tm TIME, tm1 TIME(1), tm3 TIME(3), tm6 TIME(6),
+  y YEAR, yu INT UNSIGNED, dt DATE, tm TIME, tm1 TIME(1), tm3 TIME(3), tm6 TIME(6),
   dtm DATETIME, dtm2 DATETIME(2), dtm6 DATETIME(6),
   ts TIMESTAMP NULL DEFAULT NULL, ts3 TIMESTAMP(3) NULL DEFAULT NULL, ts6 TIMESTAMP(6) NULL DEFAULT NULL,
   c CHAR(10), c_latin1 CHAR(10) CHARACTER SET latin1, c_big CHAR(255),
@@ -31,14 +31,14 @@ CREATE TABLE all_types (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 ;;
 INSERT INTO all_types (id, ti, tiu, si, siu, mi, miu, i, iu, bi, biu, f, d, dec65, dec10, dec12, dec5, dec18,
-  dec30, y, dt, tm, tm1, tm3, tm6, dtm, dtm2, dtm6, ts, ts3, ts6, c, c_latin1, c_big, vc, vc_latin1, vc_long,
+  dec30, y, yu, dt, tm, tm1, tm3, tm6, dtm, dtm2, dtm6, ts, ts3, ts6, c, c_latin1, c_big, vc, vc_latin1, vc_long,
   vc_ucs2, vc_utf16, vc_utf32, vc_gbk, vc_sjis, vc_cp1250, vc_euckr, vc_big5, vc_ascii, vc_utf8mb3, bin4, vbin,
   tt, t, mt, lt, tb, b, mb, lb, e, s, e_latin1, bit1, bit9, bit64, j, g, pt)
 VALUES (1, -128, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808, 0,
   -3.40282e38, -1.7976931348623157e308,
   '-99999999999999999999999999999999999.999999999999999999999999999999', -9999999999, -99999999.9999,
   -0.99999, -999999999.999999999, '-12345678901234567890.12345678901234567890',
-  1901, '1000-01-01', '-838:59:59', '-838:59:58.9', '-00:00:00.001', '-838:59:58.999999',
+  1901, 0, '1000-01-01', '-838:59:59', '-838:59:58.9', '-00:00:00.001', '-838:59:58.999999',
   '1000-01-01 00:00:00', '1000-01-01 00:00:00.01', '1000-01-01 00:00:00.000001',
   '1970-01-01 00:00:01', '1970-01-01 00:00:01.001', '1970-01-01 00:00:01.000001',
   'a', 'é', REPEAT('ü', 255), '', 'ÿ', REPEAT('x', 1000),
@@ -47,14 +47,14 @@ VALUES (1, -128, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808
   '{}', ST_GeomFromText('POINT(1 2)'), ST_GeomFromText('POINT(-1.5 2.25)', 4326))
 ;;
 INSERT INTO all_types (id, ti, tiu, si, siu, mi, miu, i, iu, bi, biu, f, d, dec65, dec10, dec12, dec5, dec18,
-  dec30, y, dt, tm, tm1, tm3, tm6, dtm, dtm2, dtm6, ts, ts3, ts6, c, c_latin1, c_big, vc, vc_latin1, vc_long,
+  dec30, y, yu, dt, tm, tm1, tm3, tm6, dtm, dtm2, dtm6, ts, ts3, ts6, c, c_latin1, c_big, vc, vc_latin1, vc_long,
   vc_ucs2, vc_utf16, vc_utf32, vc_gbk, vc_sjis, vc_cp1250, vc_euckr, vc_big5, vc_ascii, vc_utf8mb3, bin4, vbin,
   tt, t, mt, lt, tb, b, mb, lb, e, s, e_latin1, bit1, bit9, bit64, j, g, pt)
 VALUES (2, 127, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807,
   18446744073709551615, 3.40282e38, 1.7976931348623157e308,
   '99999999999999999999999999999999999.999999999999999999999999999999', 9999999999, 99999999.9999,
   0.99999, 999999999.999999999, '12345678901234567890.12345678901234567890',
-  2155, '9999-12-31', '838:59:59', '838:59:58.9', '00:00:00.001', '838:59:58.999999',
+  2155, 4294967295, '9999-12-31', '838:59:59', '838:59:58.9', '00:00:00.001', '838:59:58.999999',
   '9999-12-31 23:59:59', '9999-12-31 23:59:59.99', '9999-12-31 23:59:59.999999',
   '2038-01-19 03:14:07', '2038-01-19 03:14:07.999', '2038-01-19 03:14:07.999999',
   'abcdefghij', 'ÀÿŒ€‰', REPEAT('😀', 255), 'x😀y', REPEAT('é', 300), REPEAT('😀', 1000),
