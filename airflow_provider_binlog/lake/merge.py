@@ -124,20 +124,28 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _partition_field(spec: str) -> str:
+def _partition_column(text: str, spec: str) -> str:
+    parts = parse_name(text.strip())
+    if len(parts) != 1:
+        raise LakeError(f"invalid partition field {spec!r}: put a column name holding dots in backticks")
+    return quote(parts[0])
+
+
+def partition_field(spec: str) -> str:
+    """Turn ``col``, ``days(col)`` or ``bucket(16, col)`` into SQL with the column quoted."""
     spec = spec.strip()
     if spec.endswith(")") and "(" in spec:
         fn, _, inner = spec[:-1].partition("(")
         args = [a.strip() for a in inner.rsplit(",", 1)]
         if not fn.strip().isidentifier():
             raise LakeError(f"invalid partition transform {spec!r}")
-        column = quote(parse_name(args[-1])[0])
+        column = _partition_column(args[-1], spec)
         if len(args) == 2:
             if not args[0].isdigit():
                 raise LakeError(f"invalid partition transform {spec!r}")
             return f"{fn.strip()}({args[0]}, {column})"
         return f"{fn.strip()}({column})"
-    return quote(spec)
+    return _partition_column(spec, spec)
 
 
 def _utc_from_epoch(ts: int) -> datetime.datetime:
@@ -429,7 +437,7 @@ class ChangeMerger:
         cols_sql = ", ".join(f"{quote(c.name)} {c.type.sql}" for c in all_columns)
         partition = ""
         if opts.partition_by:
-            partition = " PARTITIONED BY (" + ", ".join(_partition_field(p) for p in opts.partition_by) + ")"
+            partition = " PARTITIONED BY (" + ", ".join(partition_field(p) for p in opts.partition_by) + ")"
         tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
         self.spark.sql(
             f"CREATE TABLE IF NOT EXISTS {target} ({cols_sql}) USING iceberg{partition} "

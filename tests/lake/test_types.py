@@ -15,6 +15,7 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import jars
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
+from airflow_provider_binlog.lake.merge import partition_field
 from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
@@ -114,6 +115,15 @@ def test_identifiers() -> None:
     for bad in ("lake..t", "lake.`t", "a`b.c", "lake.`t`x"):
         with pytest.raises(ConfigurationError):
             parse_name(bad)
+
+
+def test_partition_fields_are_quoted() -> None:
+    assert partition_field("id") == "`id`"
+    assert partition_field("days(`created at`)") == "days(`created at`)"
+    assert partition_field("bucket(16, `a``b`)") == "bucket(16, `a``b`)"
+    for bad in ("bucket(x, id)", "drop table(id)", "dot.ted"):
+        with pytest.raises(LakeError):
+            partition_field(bad)
 
 
 def test_staging_writes_typed_parquet_in_chunks(tmp_path: Path) -> None:
