@@ -210,6 +210,10 @@ class ReplicationClient:
                     code,
                 )
             return ServerError(f"{self.config.address} cannot send the binlog (error {code}): {text}", code)
+        if code in (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR):
+            return ConnectionLostError(
+                f"cannot connect to {self.config.address} (error {code}): {text}", position
+            )
         if code in _LOST or code >= 2000:
             return ConnectionLostError(
                 f"connection to {self.config.address} lost (error {code}): {text}", position
