@@ -14,7 +14,8 @@ Choices documented here (the contract leaves them open):
   :class:`DecodeError` naming the column when a non-NULL value is decoded.
 * MySQL ``latin1`` is Windows-1252 with the five unassigned bytes as C1 controls, as MySQL does.
 * ENUM index 0 (the "invalid value" MySQL stores for bad input) decodes as ``""``, as SELECT shows.
-* Zero/partial dates -> ``None``; also year 0 dates (``0000-01-01``) which Python cannot hold.
+* Zero/partial dates -> ``None``; so are dates Python cannot hold: year 0 (``0000-01-01``) and the
+  invalid dates ``ALLOW_INVALID_DATES`` lets in (``2020-02-31``).
 * Old DECIMAL (MySQL < 5.0, type 0) carries no length in the binlog: DecodeError, as mysqlbinlog.
 * MariaDB JSON is LONGTEXT: ``str``; if a schema resolver marks the column JSON, it is parsed.
 """
@@ -113,46 +114,6 @@ def decimal_reader(precision: int, scale: int) -> tuple[Reader, int]:
     return read, size
 
 
-def _datetime2_reader(fsp: int) -> Reader:
-    n = (fsp + 1) // 2
-    mult = _FRAC_MULT[n]
-    end_off = 5 + n
-    from_bytes = int.from_bytes
-    datetime = dt.datetime
-
-    def read(b: bytes, p: int) -> tuple[Any, int]:
-        v = from_bytes(b[p : p + 5], "big") - 0x8000000000
-        us = from_bytes(b[p + 5 : p + end_off], "big") * mult if n else 0
-        ymd = v >> 17
-        ym = ymd >> 5
-        month = ym % 13
-        day = ymd & 31
-        year = ym // 13
-        if not (month and day and year):
-            return None, p + end_off
-        hms = v & 0x1FFFF
-        return datetime(year, month, day, hms >> 12, (hms >> 6) & 63, hms & 63, us), p + end_off
-
-    return read
-
-
-def _timestamp2_reader(fsp: int) -> Reader:
-    n = (fsp + 1) // 2
-    mult = _FRAC_MULT[n]
-    end_off = 4 + n
-    from_bytes = int.from_bytes
-    td = dt.timedelta
-
-    def read(b: bytes, p: int) -> tuple[Any, int]:
-        secs = from_bytes(b[p : p + 4], "big")
-        us = from_bytes(b[p + 4 : p + end_off], "big") * mult if n else 0
-        if not secs and not us:
-            return None, p + end_off
-        return _EPOCH + td(seconds=secs, microseconds=us), p + end_off
-
-    return read
-
-
 def _time2_reader(fsp: int) -> Reader:
     n = (fsp + 1) // 2
     mult = _FRAC_MULT[n]
@@ -176,14 +137,6 @@ def _time2_reader(fsp: int) -> Reader:
         return (-t if v < 0 else t), p + size
 
     return read
-
-
-def _read_date(b: bytes, p: int) -> tuple[Any, int]:
-    v = int.from_bytes(b[p : p + 3], "little")
-    day, month, year = v & 31, (v >> 5) & 15, v >> 9
-    if not (day and month and year):
-        return None, p + 3
-    return dt.date(year, month, day), p + 3
 
 
 def _read_time(b: bytes, p: int) -> tuple[Any, int]:
