@@ -105,7 +105,9 @@ class ReplicationConfig:
     :param idle_timeout: seconds without any packet (event or heartbeat) after which the connection
         counts as lost; default ``2 * heartbeat_period + 10``.
     :param connect_timeout: seconds to connect.
-    :param ssl: pymysql ``ssl`` options (e.g. ``{"ca": "/path/ca.pem"}``), or ``None``.
+    :param ssl: pymysql ``ssl`` options (e.g. ``{"ca": "/path/ca.pem"}`` to require TLS and verify
+        the server's certificate); ``None`` leaves pymysql's default (TLS when the server offers
+        it, without verification).
     :param annotate_rows: ask MariaDB for ANNOTATE_ROWS events (the SQL behind row events).
     """
 

@@ -278,3 +278,57 @@ def test_really_purged_binlog_file_and_gtid() -> None:
         assert oldest in str(info2.value) and f"GTID position 0-{srv.server_id}-1" in str(info2.value)
     finally:
         srv.stop()
+
+
+def test_tls_connection(tmp_path_factory: Any) -> None:
+    """A replication user that must use TLS reads the binlog over an encrypted connection."""
+    import shutil
+    import subprocess
+
+    from airflow_provider_binlog.dev.services import MariaDbServer
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(d / "key.pem"),
+         "-out", str(d / "cert.pem"), "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    srv = MariaDbServer(
+        server_id=34, extra_args=(f"--ssl-cert={d / 'cert.pem'}", f"--ssl-key={d / 'key.pem'}")
+    ).start()
+    try:
+        srv.execute("CREATE USER 'cdc_tls'@'%' IDENTIFIED BY 'tls-pw-1' REQUIRE SSL")
+        srv.execute("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc_tls'@'%'")
+        srv.execute("CREATE DATABASE tls")
+        srv.execute("CREATE TABLE tls.t (id INT PRIMARY KEY)")
+        wrong_ca = d / "other.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(d / "k2.pem"),
+             "-out", str(wrong_ca), "-days", "2", "-subj", "/CN=someone-else"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        untrusted = ReplicationClient(
+            ReplicationConfig(srv.host, srv.port, "cdc_tls", "tls-pw-1", ssl={"ca": str(wrong_ca)})
+        )
+        with pytest.raises(ConnectionLostError, match=r"(?i)certificate"):  # does not verify
+            untrusted.server_info()
+        cfg = ReplicationConfig(srv.host, srv.port, "cdc_tls", "tls-pw-1", ssl={"ca": str(d / "cert.pem")})
+        c = ReplicationClient(cfg)
+        start = c.head_position()
+        srv.execute("INSERT INTO tls.t VALUES (3)")
+        with c.dump(start, blocking=False) as stream:
+            events = list(stream)
+            assert stream._conn is None  # closed at the end
+        assert rows_of(events, "t") == [(None, {"id": 3})]
+        probe = c._connect()
+        try:
+            with probe.cursor() as cur:
+                cur.execute("SHOW STATUS LIKE 'Ssl_cipher'")
+                assert cur.fetchone()[1]
+        finally:
+            probe.close()
+    finally:
+        srv.stop()
