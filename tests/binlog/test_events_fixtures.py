@@ -219,3 +219,13 @@ def test_start_offset_skips_to_position() -> None:
     assert evs[0].pos == 1560
     assert evs[0].type_name == "GTID_LOG_EVENT"
     assert len(evs) == 10
+
+
+def test_several_files_share_one_parser() -> None:
+    from airflow_provider_binlog.binlog.files import read_binlog_files
+
+    names = ["mysql_type_bit.000001", "minimal_row_metadata.000001"]
+    evs = list(read_binlog_files([FIXTURES / n for n in names]))
+    assert [e.file for e in evs if e.type_name == "FORMAT_DESCRIPTION_EVENT"] == names
+    assert len(evs) == len(events(names[0])) + len(events(names[1]))
+    assert evs[-1].body == RotateEvent(4, "binlog.000021", False)
