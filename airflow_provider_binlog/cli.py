@@ -2,7 +2,7 @@
 
 Subcommands live in modules that expose ``register(subparsers)``; it adds its parser and sets
 ``func`` (``(args) -> int``) as the parser default. :data:`SUBCOMMAND_MODULES` lists them; to add
-one (say ``verify``), write the module and append its name there.
+one, write the module and append its name there (``verify`` lives in :mod:`.cli_verify`).
 
 ``binlog-cdc events`` prints binlog events from a server or from files::
 
@@ -37,8 +37,9 @@ from typing import Any, TextIO
 
 from airflow_provider_binlog.errors import BinlogCdcError, ConfigurationError
 
-SUBCOMMAND_MODULES: list[str] = ["airflow_provider_binlog.cli"]
-"""Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``)."""
+SUBCOMMAND_MODULES: list[str] = ["airflow_provider_binlog.cli", "airflow_provider_binlog.cli_verify"]
+"""Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
+:mod:`.cli_verify` adds ``verify``)."""
 
 
 # --------------------------------------------------------------------------- JSON values
