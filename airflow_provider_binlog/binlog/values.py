@@ -259,7 +259,7 @@ class _Gen:
             "timedelta": dt.timedelta,
             "EPOCH": _EPOCH,
         }
-        self.lines: list[str] = []
+        self.structs: dict[str, str] = {}
 
     def const(self, prefix: str, obj: Any) -> str:
         for k, v in self.ns.items():
@@ -270,7 +270,10 @@ class _Gen:
         return name
 
     def struct(self, fmt: str) -> str:
-        return self.const("S_", struct.Struct(fmt).unpack_from)
+        name = self.structs.get(fmt)
+        if name is None:
+            name = self.structs[fmt] = self.const("S_", struct.Struct(fmt).unpack_from)
+        return name
 
 
 _FIXED = {
@@ -455,24 +458,29 @@ def _generate(schema: TableSchema, present: tuple[int, ...], partial_json: bool)
         body += [f"{ind}nulls = from_bytes(b[p:p + {nbytes}], 'little')", f"{ind}p += {nbytes}"]
     else:
         body += [f"{ind}nulls = 0"]
-    names = []
-    for bit, i in enumerate(present):
-        col = cols[i]
-        out = f"v{bit}"
-        names.append((col.name, out))
-        body.append(f"{ind}c = {i}")
-        body.append(f"{ind}if nulls >> {bit} & 1:")
-        body.append(f"{ind}    {out} = None")
-        body.append(f"{ind}else:")
-        stmts = _column_code(g, col, out)
-        if partial_json and col.type == T.JSON and i in json_index:
-            diff = g.const("J_", _json_diff_reader(col.meta))
-            body.append(f"{ind}    if partial >> {json_index[i]} & 1:")
-            body.append(f"{ind}        {out}, p = {diff}(b, p)")
-            body.append(f"{ind}    else:")
-            body += [f"{ind}        {s}" for s in stmts]
-        else:
-            body += [f"{ind}    {s}" for s in stmts]
+    names = [(cols[i].name, f"v{bit}") for bit, i in enumerate(present)]
+    runs = _fixed_runs(cols, present)
+    bit = 0
+    while bit < len(present):
+        run = runs.get(bit)
+        if run is not None:
+            # consecutive fixed-width numbers: one unpack_from when none of them is NULL
+            mask = sum(1 << (bit + k) for k in range(len(run)))
+            fmt = "<" + "".join(_FIXED[(cols[i].type, cols[i].unsigned)][0][1] for i in run)
+            outs = ", ".join(f"v{bit + k}" for k in range(len(run)))
+            body.append(f"{ind}if not nulls & {mask}:")
+            body.append(f"{ind}    c = {run[0]}")
+            body.append(f"{ind}    {outs} = {g.struct(fmt)}(b, p)")
+            body.append(f"{ind}    p += {struct.calcsize(fmt)}")
+            body.append(f"{ind}else:")
+            for k, i in enumerate(run):
+                body += [f"{ind}    {line}" for line in _one_column(g, cols[i], i, bit + k, None)]
+            bit += len(run)
+            continue
+        i = present[bit]
+        jbit = json_index.get(i) if partial_json and cols[i].type == T.JSON else None
+        body += [f"{ind}{line}" for line in _one_column(g, cols[i], i, bit, jbit)]
+        bit += 1
     body.append(f"{ind}row = {{{', '.join(f'{name!r}: {out}' for name, out in names)}}}")
     body.append("    except Exception as e:")
     body.append(f"        raise {g.const('E_', _fail)}(c, e) from None")
@@ -484,6 +492,35 @@ def _generate(schema: TableSchema, present: tuple[int, ...], partial_json: bool)
     fn: Callable[..., Any] = g.ns["decode_row"]
     fn.__source__ = src  # type: ignore[attr-defined]
     return fn
+
+
+def _fixed_runs(cols: tuple[ColumnDef, ...], present: tuple[int, ...]) -> dict[int, list[int]]:
+    """Runs of two or more consecutive present fixed-width numeric columns, by first image bit."""
+    runs: dict[int, list[int]] = {}
+    cur: list[int] = []
+    start = 0
+    for bit, i in enumerate([*present, -1]):
+        if i >= 0 and (cols[i].type, cols[i].unsigned) in _FIXED:
+            if not cur:
+                start = bit
+            cur.append(i)
+            continue
+        if len(cur) >= 2:
+            runs[start] = cur
+        cur = []
+    return runs
+
+
+def _one_column(g: _Gen, col: ColumnDef, i: int, bit: int, json_bit: int | None) -> list[str]:
+    """Source lines reading table column ``i`` (image bit ``bit``) into ``v<bit>``."""
+    out = f"v{bit}"
+    lines = [f"c = {i}", f"if nulls >> {bit} & 1:", f"    {out} = None", "else:"]
+    stmts = _column_code(g, col, out)
+    if json_bit is not None:
+        diff = g.const("J_", _json_diff_reader(col.meta))
+        lines += [f"    if partial >> {json_bit} & 1:", f"        {out}, p = {diff}(b, p)", "    else:"]
+        return lines + [f"        {s}" for s in stmts]
+    return lines + [f"    {s}" for s in stmts]
 
 
 def _fail(c: int, e: Exception) -> DecodeError:
