@@ -527,9 +527,11 @@ def _charset_list(
 
 def _labels(raw: tuple[bytes, ...], collation: int | None, where: str) -> tuple[str, ...]:
     codec = collation_codec(collation) or "utf-8"
-    if codec == "cp1252":
-        codec = "latin-1"  # labels: good enough for MySQL's latin1 (same code points except 0x80-0x9f)
     try:
+        if codec == "cp1252":  # MySQL's latin1, as the row decoder reads it
+            from airflow_provider_binlog.binlog.values import mysql_latin1
+
+            return tuple(mysql_latin1(v) for v in raw)
         return tuple(v.decode(codec) for v in raw)
     except UnicodeDecodeError:
         raise DecodeError(f"ENUM/SET labels of {where} do not decode as {codec}") from None

@@ -49,7 +49,8 @@ _MYSQL_LATIN1 = "".join(
 Reader = Callable[[bytes, int], tuple[Any, int]]
 
 
-def _latin1(raw: bytes) -> str:
+def mysql_latin1(raw: bytes) -> str:
+    """Decode MySQL's ``latin1`` (Windows-1252 plus C1 controls in its five holes)."""
     return codecs.charmap_decode(raw, "strict", _MYSQL_LATIN1)[0]
 
 
@@ -300,7 +301,7 @@ def _text_expr(g: _Gen, col: ColumnDef, raw: str) -> str:
         fail = g.const("F_", _unsupported(msg))
         return f"{fail}(b, p)"
     if codec == "cp1252":
-        return f"{g.const('L_', _latin1)}({raw})"
+        return f"{g.const('L_', mysql_latin1)}({raw})"
     return f"{raw}.decode({codec!r})"
 
 
