@@ -41,6 +41,7 @@ from airflow_provider_binlog.binlog.errors import DecodeError
 from airflow_provider_binlog.binlog.event import DecodeContext, register
 from airflow_provider_binlog.binlog.reader import Reader
 from airflow_provider_binlog.binlog.table_map import TableMapEvent
+from airflow_provider_binlog.errors import BinlogCdcError
 
 E = EventType
 WRITE_CODES = frozenset({E.WRITE_ROWS_EVENT_V1, E.WRITE_ROWS_EVENT_V2, E.WRITE_ROWS_COMPRESSED_EVENT_V1,
@@ -159,6 +160,13 @@ class RowsEvent:
                 rows = self._decode_rows()
             except DecodeError as e:
                 raise e.located(event_type=self._where[0], position=self._where[1]) from None
+            except BinlogCdcError:
+                raise
+            except Exception as e:  # damaged bytes the checks above did not catch: still a decode error
+                raise DecodeError(
+                    f"corrupt row data ({type(e).__name__}: {str(e)[:200]})",
+                    event_type=self._where[0], position=self._where[1],
+                ) from None  # fmt: skip
             object.__setattr__(self, "_rows", rows)
         return rows
 
