@@ -229,6 +229,10 @@ class BinlogToSparkOperator(BaseOperator):
                 self._reconcile(instance, open_merger())
 
             totals: dict[str, dict[str, int]] = {}
+            # seconds of this loop: waiting for the parser thread, buffering entries, committing
+            # (merger.timings splits it), acking
+            timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit": 0.0, "ack": 0.0}
+            clock = time.perf_counter
             pending: list[int] = []
             batches = rows = total_rows = size = commits = 0
             last_end = None
@@ -236,11 +240,19 @@ class BinlogToSparkOperator(BaseOperator):
             while True:
                 if not pending and instance.done:
                     break
+                t0 = clock()
                 batch = instance.get_without_ack(self.batch_size, timeout=1.0)
+                t1 = clock()
+                timings["wait"] += t1 - t0
                 if batch.id is not None:
                     failpoint("drain")
                     batches += 1
                     pending.append(batch.id)
+                    if merger is None:
+                        open_merger()
+                        t2 = clock()
+                        timings["spark_start"] += t2 - t1
+                        t1 = t2
                     m = open_merger()
                     for entry in batch.entries:
                         if isinstance(entry, RowChange):
@@ -251,17 +263,22 @@ class BinlogToSparkOperator(BaseOperator):
                         size += estimate_size(entry)
                         m.add(entry)
                     last_end = batch.entries[-1].end_position
+                    timings["buffer"] += clock() - t1
                 full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
                 if pending and (batch.id is None or full):
                     assert merger is not None
                     failpoint("before_commit")
+                    t0 = clock()
                     for target, counts in merger.finish(end_position=last_end).items():
                         acc = totals.setdefault(target, {})
                         for k, v in counts.as_dict().items():
                             acc[k] = acc.get(k, 0) + v
+                    t1 = clock()
+                    timings["commit"] += t1 - t0
                     failpoint("after_commit")
                     for batch_id in pending:
                         instance.ack(batch_id)
+                    timings["ack"] += clock() - t1
                     failpoint("after_ack")
                     commits += 1
                     total_rows += rows
@@ -287,11 +304,15 @@ class BinlogToSparkOperator(BaseOperator):
                 "changes": total_rows,
                 "seconds": round(elapsed, 3),
                 "tables": totals,
+                "timings": {
+                    k: round(v, 3)
+                    for k, v in {**timings, **(merger.timings if merger is not None else {})}.items()
+                },
             }
             instance.meta.record_run(instance.identity, run_id, state="success", end=end, tables=totals)
             self.log.info(
-                "destination %s: done, %d changes in %d batches, %.1f s; %s .. %s; %s",
-                self.destination, total_rows, batches, elapsed, point, end, totals,
+                "destination %s: done, %d changes in %d batches, %.1f s; %s .. %s; %s; seconds %s",
+                self.destination, total_rows, batches, elapsed, point, end, totals, summary["timings"],
             )  # fmt: skip
             return summary
         finally:
