@@ -1,0 +1,568 @@
+"""Benchmark: mixed binlog changes drained and merged into Iceberg by ``BinlogToSparkOperator.execute``.
+
+What it does, in one run::
+
+    throwaway MariaDB (dev.services)  --  3 tables in schema ``bench`` (INT/BIGINT/VARCHAR/DECIMAL/
+                                          DATETIME/TIMESTAMP/ENUM/JSON/TEXT/DATE/DOUBLE columns)
+    1. base load: ``--base`` rows (default 30% of --changes), split over the 3 tables
+    2. run A (operator, not the measured one): drains the base load into fresh Iceberg tables
+    3. mixed workload: exactly ``--changes`` row changes, 60% update / 25% insert / 15% delete,
+       spread over the 3 tables, in transactions of ``--txn`` changes made of multi-row statements
+       of up to ``--stmt`` rows (INSERT ... VALUES; INSERT ... ON DUPLICATE KEY UPDATE on live keys
+       for updates, each bumping ``rev`` so every update is logged; DELETE ... WHERE id IN (...))
+    4. run B, THE MEASURED RUN: ``BinlogToSparkOperator.execute`` drains the mixed workload (cursor
+       left by run A, stop point = head at task start) and merges it into the Iceberg tables
+    5. parse-only comparison on the same binlog range: our canal instance (read + decode + convert
+       to RowChange, acked batch by batch, nothing merged) vs python-mysql-replication
+       (``BinLogStreamReader`` into Python dicts), every value touched in both
+    6. verify: every lake table equals its source table (``lake.verify.verify_tables``)
+
+Counting: a "change" is one row image change in the binlog (one ``RowChange``): an inserted,
+updated or deleted row. A multi-row statement of k rows is k changes. Transaction ends and the
+base load (run A) are not counted in the measured figures. The operator's own count
+(``summary["changes"]``) and the baseline's row count are both checked against ``--changes``.
+
+Each operator run executes in its own spawned process, as an Airflow task does, so its peak RSS
+(``ru_maxrss``) is the operator's alone; the Spark JVM (a child of it) is sampled with psutil.
+The split comes from timing counters in the product (``summary["timings"]``: ``wait`` = consumer
+blocked on the parser, ``buffer`` = routing/buffering entries, ``collapse``/``stage`` = Python
+collapse + Arrow/Parquet write, ``spark`` = Spark read of the staged file, count and MERGE,
+``ack`` = cursor writes) plus the parser thread's CPU seconds (psutil, by thread id).
+
+    .venv/bin/python bench/end_to_end.py                       # 1M changes (about 10 min here)
+    .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
+    .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import multiprocessing
+import os
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SCHEMA = "bench"
+DDL = {
+    "customers": """
+        CREATE TABLE bench.customers (
+            id INT UNSIGNED PRIMARY KEY, name VARCHAR(100) NOT NULL, email VARCHAR(200),
+            tier ENUM('free', 'pro', 'enterprise') NOT NULL, balance DECIMAL(14, 4),
+            signed_up DATETIME(6), active TINYINT(1) NOT NULL, score DOUBLE, rev INT NOT NULL
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    "orders": """
+        CREATE TABLE bench.orders (
+            id BIGINT PRIMARY KEY, customer_id INT UNSIGNED NOT NULL, sku VARCHAR(32) NOT NULL,
+            quantity SMALLINT NOT NULL, amount DECIMAL(12, 2) NOT NULL,
+            status ENUM('new', 'paid', 'shipped', 'cancelled') NOT NULL, note TEXT,
+            created DATETIME(6) NOT NULL, day DATE, rev INT NOT NULL
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    "events": """
+        CREATE TABLE bench.events (
+            id BIGINT PRIMARY KEY, kind VARCHAR(16) NOT NULL, payload JSON, ts TIMESTAMP(3) NULL,
+            value DOUBLE, big BIGINT, rev INT NOT NULL
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+}
+TABLES = tuple(DDL)
+ROUTES = {f"{SCHEMA}.*": f"lake.{SCHEMA}.{{table}}"}
+TARGETS = {f"{SCHEMA}.{t}": f"lake.{SCHEMA}.{t}" for t in TABLES}
+DESTINATION = "bench"
+
+
+# ------------------------------------------------------------------------------------ the load
+
+
+def _q(v: Any) -> str:
+    """A SQL literal (the generator only makes ints, floats, None and quote-free ASCII strings)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return "'" + v + "'"
+    return repr(v)
+
+
+class Workload:
+    """Generates rows and statements; keeps the live keys of each table."""
+
+    TIERS = ("free", "pro", "enterprise")
+    STATUSES = ("new", "paid", "shipped", "cancelled")
+    KINDS = ("click", "view", "buy", "login", "logout")
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.live: dict[str, list[int]] = {t: [] for t in TABLES}
+        self.next_id: dict[str, int] = {t: 1 for t in TABLES}
+        cols = {
+            "customers": "id name email tier balance signed_up active score rev",
+            "orders": "id customer_id sku quantity amount status note created day rev",
+            "events": "id kind payload ts value big rev",
+        }
+        self.columns = {t: tuple(c.split()) for t, c in cols.items()}
+
+    def row(self, table: str, key: int) -> str:
+        r = self.rng
+        if table == "customers":
+            values: tuple[Any, ...] = (
+                key, f"name-{key}-{r.getrandbits(24):x}",
+                None if r.random() < 0.1 else f"user{key}@example.com",
+                self.TIERS[r.randrange(3)], f"{r.randrange(10**9) / 10**4:.4f}",
+                f"2024-{1 + r.randrange(12):02d}-{1 + r.randrange(28):02d} "
+                f"{r.randrange(24):02d}:{r.randrange(60):02d}:{r.randrange(60):02d}.{r.randrange(10**6):06d}",
+                r.randrange(2), r.random() * 1000, 0,
+            )  # fmt: skip
+        elif table == "orders":
+            values = (
+                key, r.randrange(1, 10**6), f"SKU-{r.randrange(10**5):05d}", r.randrange(1, 100),
+                f"{r.randrange(10**7) / 100:.2f}", self.STATUSES[r.randrange(4)],
+                None if r.random() < 0.3 else "note " * r.randrange(1, 12),
+                f"2025-{1 + r.randrange(12):02d}-{1 + r.randrange(28):02d} "
+                f"10:{r.randrange(60):02d}:00.{r.randrange(10**6):06d}",
+                f"2025-{1 + r.randrange(12):02d}-{1 + r.randrange(28):02d}", 0,
+            )  # fmt: skip
+        else:
+            doc = {"k": key, "tags": ["a", str(r.randrange(97))], "ok": r.random() < 0.5}
+            values = (
+                key, self.KINDS[r.randrange(5)], json.dumps(doc),
+                f"2025-06-{1 + r.randrange(28):02d} {r.randrange(24):02d}:00:00.{r.randrange(1000):03d}",
+                r.random(), r.getrandbits(62), 0,
+            )  # fmt: skip
+        return "(" + ",".join(map(_q, values)) + ")"
+
+    def insert(self, table: str, n: int) -> str:
+        first = self.next_id[table]
+        self.next_id[table] = first + n
+        self.live[table].extend(range(first, first + n))
+        cols = ",".join(self.columns[table])
+        return f"INSERT INTO {SCHEMA}.{table} ({cols}) VALUES " + ",".join(
+            self.row(table, k) for k in range(first, first + n)
+        )
+
+    def update(self, table: str, n: int) -> str:
+        keys = self.rng.sample(self.live[table], n)
+        cols = self.columns[table]
+        sets = ",".join(f"{c}=VALUES({c})" for c in cols[1:-1]) + ",rev=rev+1"
+        return (
+            f"INSERT INTO {SCHEMA}.{table} ({','.join(cols)}) VALUES "
+            + ",".join(self.row(table, k) for k in keys)
+            + f" ON DUPLICATE KEY UPDATE {sets}"
+        )
+
+    def delete(self, table: str, n: int) -> str:
+        live = self.live[table]
+        picks = sorted(self.rng.sample(range(len(live)), n), reverse=True)
+        keys = []
+        for i in picks:  # swap-remove, highest index first
+            keys.append(live[i])
+            live[i] = live[-1]
+            live.pop()
+        return f"DELETE FROM {SCHEMA}.{table} WHERE id IN ({','.join(map(str, keys))})"
+
+
+def run_sql(server: Any, statements: Any) -> None:
+    conn = server.connect(SCHEMA)
+    conn.autocommit(False)
+    try:
+        with conn.cursor() as cur:
+            for stmt in statements:
+                if stmt == "COMMIT":
+                    conn.commit()
+                else:
+                    cur.execute(stmt)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def base_statements(w: Workload, rows: int, stmt: int, txn: int) -> Any:
+    per_table = rows // len(TABLES)
+    in_txn = 0
+    for table in TABLES:
+        done = 0
+        while done < per_table:
+            n = min(stmt, per_table - done)
+            yield w.insert(table, n)
+            done += n
+            in_txn += n
+            if in_txn >= txn:
+                yield "COMMIT"
+                in_txn = 0
+
+
+def mixed_statements(w: Workload, changes: int, stmt: int, txn: int) -> Any:
+    """Exactly ``changes`` row changes: 25% insert, 60% update, 15% delete, interleaved."""
+    ins, upd = changes * 25 // 100, changes * 60 // 100
+    left = {"insert": ins, "update": upd, "delete": changes - ins - upd}
+    rng = w.rng
+    in_txn = 0
+    while any(left.values()):
+        ops = [op for op, n in left.items() if n]
+        op = rng.choices(ops, weights=[left[o] for o in ops])[0]
+        table = TABLES[rng.randrange(len(TABLES))]
+        n = min(rng.randint(stmt // 2, stmt), left[op])
+        if op != "insert":
+            n = min(n, len(w.live[table]) - 1)
+            if n <= 0:
+                continue
+        left[op] -= n
+        in_txn += n
+        yield getattr(w, op)(table, n)
+        if in_txn >= txn:
+            yield "COMMIT"
+            in_txn = 0
+
+
+# ------------------------------------------------------------------------------------ one operator run
+
+
+def _rss_sampler(stop: threading.Event, out: dict[str, float]) -> None:
+    import psutil
+
+    me = psutil.Process()
+    parser_cpu = 0.0
+    while True:
+        try:
+            kids = me.children(recursive=True)
+            jvm = sum(k.memory_info().rss for k in kids if "java" in k.name())
+            out["jvm_peak"] = max(out.get("jvm_peak", 0), jvm)
+            out["self_peak_sampled"] = max(out.get("self_peak_sampled", 0), me.memory_info().rss)
+            names = {t.native_id: t.name for t in threading.enumerate()}
+            for t in me.threads():
+                if names.get(t.id, "").startswith("canal-"):
+                    parser_cpu = max(parser_cpu, t.user_time + t.system_time)
+            out["parser_cpu"] = parser_cpu
+            out["jvm_cpu"] = sum(sum(k.cpu_times()[:2]) for k in kids if "java" in k.name())
+        except Exception:  # a child may vanish between the listing and the read
+            pass
+        if stop.wait(0.25):
+            return
+
+
+def operator_run(params: dict[str, Any], result: Any) -> None:
+    """Child process: one ``BinlogToSparkOperator.execute`` (optionally under cProfile)."""
+    os.environ.update(params["env"])
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="    [op] %(message)s", force=True)
+    for noisy in ("py4j", "airflow", "kazoo"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+
+    op = BinlogToSparkOperator(
+        task_id=params["task_id"], destination=DESTINATION, tables=ROUTES,
+        mysql_conn_id="mysql_bench", zookeeper_conn_id=params["zk_conn"], meta_dir=params["meta_dir"],
+        start_from=params["start_from"], spark_master=params["master"], warehouse=params["warehouse"],
+        batch_size=params["batch_size"], max_rows_per_commit=params["max_rows"],
+        spark_conf={"spark.driver.memory": params["driver_memory"]},
+    )  # fmt: skip
+    ti = SimpleNamespace(dag_id="bench_end_to_end", task_id=params["task_id"], try_number=1)
+    context: Any = {"ti": ti, "run_id": params["task_id"]}
+    stop = threading.Event()
+    samples: dict[str, float] = {}
+    sampler = threading.Thread(target=_rss_sampler, args=(stop, samples), daemon=True)
+    sampler.start()
+    cpu0 = os.times()
+    t0 = time.perf_counter()
+    if params["profile"]:
+        import cProfile
+
+        prof = cProfile.Profile()
+        summary = prof.runcall(op.execute, context)
+        prof.dump_stats(params["profile"])
+    else:
+        summary = op.execute(context)
+    wall = time.perf_counter() - t0
+    cpu1 = os.times()
+    stop.set()
+    sampler.join()
+    result.put(
+        {
+            "summary": summary,
+            "wall": wall,
+            "cpu": (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
+            "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            **samples,
+        }
+    )
+
+
+def run_operator(params: dict[str, Any]) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=operator_run, args=(params, q))
+    p.start()
+    try:
+        out: dict[str, Any] = q.get()
+    except KeyboardInterrupt:
+        p.terminate()
+        raise
+    p.join()
+    if p.exitcode != 0:
+        raise SystemExit(f"operator run {params['task_id']} failed (exit {p.exitcode})")
+    return out
+
+
+# ------------------------------------------------------------------------------------ parse-only
+
+
+def touch(image: dict[str, Any] | None) -> int:
+    n = 0
+    if image:
+        for v in image.values():
+            if v is not None:
+                n += 1
+    return n
+
+
+def ours_parse(env: dict[str, str], start: str, stop: Any, meta_dir: str) -> tuple[int, float]:
+    """Our canal instance (parser thread: read, decode, filter, convert) drained to ``stop``."""
+    os.environ.update(env)
+    from airflow_provider_binlog.canal.change import RowChange
+    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.routing import Routes
+    from airflow_provider_binlog.hooks.binlog import BinlogHook
+
+    hook = BinlogHook("mysql_bench", None, meta_dir)
+    inst = hook.instance("bench-parse-only", Routes(ROUTES).filter(None), 1001, parse_point(start), "bench")
+    rows = 0
+    t0 = time.perf_counter()
+    inst.subscribe(stop_at=stop)
+    try:
+        while not inst.done:
+            batch = inst.get_without_ack(5000, timeout=1.0)
+            if batch.id is None:
+                continue
+            for e in batch.entries:
+                if type(e) is RowChange:
+                    touch(e.before)
+                    touch(e.after)
+                    rows += 1
+            inst.ack(batch.id)
+    finally:
+        inst.close()
+    return rows, time.perf_counter() - t0
+
+
+def baseline_parse(server: Any, start: str, expected: int) -> tuple[int, float]:
+    """python-mysql-replication from the same file:pos until ``expected`` row changes were read.
+
+    Blocking mode: against MariaDB the non-blocking mode does not stop at the end of the binlog (the
+    server drops the connection, the reader reconnects and re-reads); the workload is written
+    before, so the loop stops at exactly ``expected`` rows.
+    """
+    import logging
+
+    logging.getLogger("pymysqlreplication").setLevel(logging.ERROR)
+    from pymysqlreplication.binlogstream import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    file, _, pos = start.rpartition(":")
+    settings = {
+        "host": server.host,
+        "port": server.port,
+        "user": server.root_user,
+        "passwd": server.root_password,
+    }
+    stream = BinLogStreamReader(
+        connection_settings=settings, server_id=987654, log_file=file, log_pos=int(pos),
+        resume_stream=True, blocking=True, is_mariadb=True, only_schemas=[SCHEMA],
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], enable_logging=False,
+    )  # fmt: skip
+    rows = 0
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + 3600
+    for ev in stream:
+        for r in ev.rows:
+            if "values" in r:
+                touch(r["values"])
+            else:
+                touch(r["before_values"])
+                touch(r["after_values"])
+            rows += 1
+        if rows >= expected or time.monotonic() > deadline:
+            break
+    stream.close()
+    return rows, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:,.0f} MB"
+
+
+def report_run(name: str, r: dict[str, Any], expected: int | None) -> None:
+    s = r["summary"]
+    n = s["changes"]
+    t = s.get("timings", {})
+    wall = r["wall"]
+    print(f"\n{name}: {n:,} changes in {wall:.1f} s = {n / wall:,.0f} changes/s end to end "
+          f"(execute() wall, Spark start included); drain loop {s['seconds']:.1f} s = "
+          f"{n / s['seconds']:,.0f} changes/s; {s['batches']} batches, {s['commits']} commits")  # fmt: skip
+    if expected is not None and n != expected:
+        print(f"  !! the operator counted {n} changes, the workload made {expected}")
+    if t:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in t.items())
+        print(f"  operator main thread: {parts}")
+    print(f"  parser thread CPU (read+decode+convert): {r.get('parser_cpu', 0):.1f} s"
+          f" = {n / max(r.get('parser_cpu', 0), 1e-9):,.0f} changes per parser-CPU-second")  # fmt: skip
+    print(f"  operator process CPU (all threads) {r['cpu']:.1f} s; Spark JVM CPU {r.get('jvm_cpu', 0):.1f} s")
+    print(f"  peak RSS: operator process {_mb(r['maxrss'])} (ru_maxrss); Spark JVM child "
+          f"{_mb(r.get('jvm_peak', 0))} (sampled every 0.25 s)")  # fmt: skip
+    for target, counts in sorted(s["tables"].items()):
+        print(f"  {target}: {counts}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--changes", type=int, default=1_000_000, help="mixed row changes in the measured run")
+    ap.add_argument("--base", type=int, default=None, help="rows pre-loaded (default 30%% of --changes)")
+    ap.add_argument("--txn", type=int, default=20_000, help="row changes per source transaction")
+    ap.add_argument("--stmt", type=int, default=1_000, help="rows per multi-row statement (at most)")
+    ap.add_argument("--batch-size", type=int, default=5_000, help="operator batch_size")
+    ap.add_argument("--max-rows", type=int, default=200_000, help="operator max_rows_per_commit")
+    ap.add_argument("--master", default="local[2]", help="Spark master")
+    ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the JVM heap)")
+    ap.add_argument("--zookeeper", action="store_true", help="a throwaway ZooKeeper as meta store")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the parse-only comparison")
+    ap.add_argument("--no-verify", action="store_true", help="skip the lake == source check")
+    ap.add_argument("--profile", default=None, help="write a cProfile of the measured run here")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args(argv)
+    base_rows = args.base if args.base is not None else max(3_000, args.changes * 3 // 10)
+
+    from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+
+    work = Path(tempfile.mkdtemp(prefix="binlog-cdc-bench-"))
+    server = MariaDbServer().start()
+    zk = ZooKeeperServer().start() if args.zookeeper else None
+    print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC; {os.cpu_count()} cores; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (shared machine: expect noise)")  # fmt: skip
+    print(
+        f"MariaDB on {server.port}; meta store {'ZooKeeper ' + zk.hosts if zk else 'file'}; work dir {work}"
+    )
+    env = {
+        "AIRFLOW_HOME": str(work / "airflow"),
+        "AIRFLOW_CONN_MYSQL_BENCH": (
+            f"mysql://{quote(server.repl_user)}:{quote(server.repl_password)}@{server.host}:{server.port}"
+        ),
+    }
+    if zk is not None:
+        env["AIRFLOW_CONN_ZOOKEEPER_BENCH"] = f"zookeeper://{zk.hosts}/binlog-cdc-bench"
+    common = {
+        "env": env, "zk_conn": "zookeeper_bench" if zk else None, "meta_dir": str(work / "meta"),
+        "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
+        "max_rows": args.max_rows, "driver_memory": args.driver_memory, "profile": None,
+    }  # fmt: skip
+    try:
+        conn = server.connect()
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {SCHEMA}")
+            for ddl in DDL.values():
+                cur.execute(ddl)
+            cur.execute("SHOW MASTER STATUS")
+            f, p = cur.fetchone()[:2]
+        conn.close()
+        p0 = f"{f}:{p}"
+        w = Workload(args.seed)
+        t0 = time.perf_counter()
+        run_sql(server, base_statements(w, base_rows, args.stmt, args.txn))
+        base_rows = sum(len(v) for v in w.live.values())
+        print(
+            f"1. base load: {base_rows:,} inserted rows in {time.perf_counter() - t0:.1f} s "
+            f"(binlog from {p0})"
+        )
+
+        ra = run_operator({**common, "task_id": "run_a_base", "start_from": p0})
+        report_run("2. run A (base load, not the measured run)", ra, base_rows)
+
+        (f, p, *_), *_ = server.execute("SHOW MASTER STATUS")
+        p1 = f"{f}:{p}"
+        t0 = time.perf_counter()
+        run_sql(server, mixed_statements(w, args.changes, args.stmt, args.txn))
+        load_s = time.perf_counter() - t0
+        (f, p, *_), *_ = server.execute("SHOW MASTER STATUS")
+        head = f"{f}:{p}"
+        sizes = server.execute("SHOW BINARY LOGS")
+        print(f"\n3. mixed workload: {args.changes:,} changes (60% update, 25% insert, 15% delete) in "
+              f"{load_s:.1f} s; binlog {p1} .. {head}; "
+              f"binlog files {[(r[0], _mb(r[1])) for r in sizes]}")  # fmt: skip
+
+        rb = run_operator(
+            {**common, "task_id": "run_b_measured", "start_from": None, "profile": args.profile}
+        )
+        report_run(
+            "4. run B, MEASURED: mixed workload through BinlogToSparkOperator.execute", rb, args.changes
+        )
+        if args.profile:
+            print(f"  cProfile of the operator main thread written to {args.profile}")
+
+        ratio = None
+        if not args.no_baseline:
+            n_ours, s_ours = ours_parse(env, p1, head, str(work / "meta"))
+            n_base, s_base = baseline_parse(server, p1, args.changes)
+            ratio = (n_ours / s_ours) / (n_base / s_base)
+            print(f"\n5. parse only, same binlog range {p1} .. {head}, every value touched:")
+            print(f"  ours (canal instance -> RowChange): {n_ours:,} changes in {s_ours:.1f} s = "
+                  f"{n_ours / s_ours:,.0f} changes/s")  # fmt: skip
+            print(f"  python-mysql-replication (dicts):   {n_base:,} changes in {s_base:.1f} s = "
+                  f"{n_base / s_base:,.0f} changes/s")  # fmt: skip
+            print(f"  ratio ours / python-mysql-replication: {ratio:.1f}x")
+            if n_ours != args.changes or n_base != args.changes:
+                print(f"  !! counts differ from {args.changes}: ours {n_ours}, baseline {n_base}")
+
+        ok = True
+        if not args.no_verify:
+            from airflow_provider_binlog.lake.session import create_session
+            from airflow_provider_binlog.lake.verify import verify_tables
+
+            t0 = time.perf_counter()
+            spark = create_session(
+                app_name="bench-verify", master=args.master, warehouse=str(work / "warehouse")
+            )
+            conn = server.connect()
+            try:
+                diffs = verify_tables(conn, spark, TARGETS)
+            finally:
+                conn.close()
+                spark.stop()
+            ok = all(d.equal for d in diffs)
+            print(f"\n6. verify (lake == source, value by value, {time.perf_counter() - t0:.0f} s):")
+            for d in diffs:
+                print("  " + d.describe())
+
+        n, wall = rb["summary"]["changes"], rb["wall"]
+        rate = n / wall
+        target_ok = rate >= 50_000 and rb["maxrss"] < 2**30
+        print(
+            f"\nRESULT: {rate:,.0f} changes/s end to end ({n:,} changes, {wall:.1f} s), operator peak RSS "
+            f"{_mb(rb['maxrss'])}, Spark JVM peak {_mb(rb.get('jvm_peak', 0))}"
+            + (f", parse {ratio:.1f}x python-mysql-replication" if ratio else "")
+            + f"; target >= 50,000 changes/s and RSS < 1 GB: {'MET' if target_ok else 'MISSED'}; "
+            f"lake == source: {'yes' if ok else 'NO'}"
+        )
+        return 0 if ok else 1
+    finally:
+        if zk is not None:
+            zk.stop()
+        server.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
