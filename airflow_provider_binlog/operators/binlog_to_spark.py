@@ -233,6 +233,7 @@ class BinlogToSparkOperator(BaseOperator):
             # (merger.timings splits it), acking
             timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit": 0.0, "ack": 0.0}
             clock = time.perf_counter
+            routed: set[tuple[str, str]] = set()
             pending: list[int] = []
             batches = rows = total_rows = size = commits = 0
             last_end = None
@@ -256,9 +257,12 @@ class BinlogToSparkOperator(BaseOperator):
                     m = open_merger()
                     for entry in batch.entries:
                         if isinstance(entry, RowChange):
-                            target = routes.target_for(entry.schema, entry.table)
-                            if target is not None:
-                                m.add_route(entry.qualified_name, target)
+                            source = (entry.schema, entry.table)
+                            if source not in routed:  # a route depends on the name only: once a table
+                                routed.add(source)
+                                target = routes.target_for(*source)
+                                if target is not None:
+                                    m.add_route(entry.qualified_name, target)
                             rows += 1
                         size += estimate_size(entry)
                         m.add(entry)
