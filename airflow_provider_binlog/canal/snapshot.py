@@ -346,6 +346,7 @@ class ChunkReader:
     def _cursor(self) -> Any:
         if self._conn is None:
             self._conn = self.connect()
+            self._conn.autocommit(True)  # every chunk a fresh consistent read, no long read view
             with self._conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
         return self._conn.cursor()

@@ -10,6 +10,7 @@ below any older binlog mark.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
@@ -49,8 +50,16 @@ class LakeChunkLoader:
         self.commits: dict[str, int] = {}
 
     def _new_merger(self) -> ChangeMerger:
+        # a chunk's keys are new to the table (or re-loaded): no insert/update counting join
+        opts = self.options
+        if isinstance(opts, TargetOptions):
+            opts = replace(opts, count_changes=False)
+        elif opts is not None:
+            opts = {k: replace(v, count_changes=False) for k, v in opts.items()}
+        else:
+            opts = TargetOptions(count_changes=False)
         return ChangeMerger(
-            self.spark, self.destination, self.tables, self.options, self.staging_root, max_rows=1 << 62
+            self.spark, self.destination, self.tables, opts, self.staging_root, max_rows=1 << 62
         )
 
     def _target(self, source: str) -> str:
