@@ -72,17 +72,19 @@ class DagRunResult:
 
 
 def run_dag(
-    env: dict[str, str], dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 600
+    env: dict[str, str], dag_id: str, log_path: Path, conf: dict[str, Any] | None = None, timeout: float = 600
 ) -> DagRunResult:
-    """``airflow dags test dag_id [--conf JSON]`` in a subprocess; returns code and log."""
+    """``airflow dags test dag_id [--conf JSON]`` in a subprocess, its output into ``log_path``
+    (readable while it runs); returns the exit status and the log."""
     args = [AIRFLOW, "dags", "test", dag_id]
     if conf is not None:
         args += ["--conf", json.dumps(conf)]
     started = time.monotonic()
-    proc = subprocess.run(
-        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=timeout
-    )
-    return DagRunResult(proc.returncode, proc.stdout.decode(errors="replace"), time.monotonic() - started)
+    with open(log_path, "wb") as out:
+        proc = subprocess.run(
+            args, env=env, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=timeout
+        )
+    return DagRunResult(proc.returncode, log_path.read_text(errors="replace"), time.monotonic() - started)
 
 
 @dataclass
