@@ -31,7 +31,7 @@ from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.files import read_binlog_file
 from airflow_provider_binlog.binlog.gtid import MysqlGtidSet
 
-FIXTURES = Path("/work/shared/fixtures/binlog")
+FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
 E = EventType
 
 

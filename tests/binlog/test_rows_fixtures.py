@@ -14,7 +14,7 @@ from airflow_provider_binlog.binlog.json_binary import REPLACE, JsonDiff, JsonDi
 from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.binlog.table_map import TableMapEvent
 
-FIXTURES = Path("/work/shared/fixtures/binlog")
+FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
 UTC = dt.timezone.utc
 
 
