@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, OrderKey, RowChange
-from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake import commits, ddl
+from airflow_provider_binlog.lake.collapse import collapse, split_at_truncates
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, SchemaEvolutionError
+from airflow_provider_binlog.lake.ddl import sql_string
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea
 from airflow_provider_binlog.lake.types import (
@@ -47,7 +49,6 @@ from airflow_provider_binlog.lake.types import (
     LakeColumn,
     TypeOptions,
     map_column,
-    widening,
 )
 
 if TYPE_CHECKING:
@@ -117,35 +118,6 @@ def table_lock(name: str) -> threading.Lock:
     """The process-wide lock serializing merges into one target (``name`` as quoted)."""
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(name.lower(), threading.Lock())
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _partition_column(text: str, spec: str) -> str:
-    parts = parse_name(text.strip())
-    if len(parts) != 1:
-        raise LakeError(f"invalid partition field {spec!r}: put a column name holding dots in backticks")
-    return quote(parts[0])
-
-
-def partition_field(spec: str) -> str:
-    """Turn ``col``, ``days(col)`` or ``bucket(16, col)`` into SQL with the column quoted."""
-    spec = spec.strip()
-    if spec.endswith(")") and "(" in spec:
-        fn, _, inner = spec[:-1].partition("(")
-        args = [a.strip() for a in inner.rsplit(",", 1)]
-        if not fn.strip().isidentifier():
-            raise LakeError(f"invalid partition transform {spec!r}")
-        column = _partition_column(args[-1], spec)
-        if len(args) == 2:
-            if not args[0].isdigit():
-                raise LakeError(f"invalid partition transform {spec!r}")
-            return f"{fn.strip()}({args[0]}, {column})"
-        return f"{fn.strip()}({column})"
-    return _partition_column(spec, spec)
 
 
 def _utc_from_epoch(ts: int) -> datetime.datetime:
@@ -327,7 +299,7 @@ class ChangeMerger:
             return
         keys = self._keys(target, fresh, opts)
         self._ensure_table(target, columns, opts)
-        pieces = _split_at_truncates(fresh)
+        pieces = split_at_truncates(fresh)
         if not opts.soft_delete:
             last_truncate = max((i for i, p in enumerate(pieces) if isinstance(p, DdlEntry)), default=None)
             if last_truncate is not None:
@@ -402,47 +374,19 @@ class ChangeMerger:
         signature = tuple((c.name, c.type.sql) for c in columns)
         if self._ensured.get(target) == signature:
             return
-        parts = self._names[target]
         all_columns = columns + self._meta_columns(opts)
         if target not in self._existing:
-            self._create_table(target, parts, all_columns, opts)
+            ddl.create_table(
+                self.spark,
+                self._names[target],
+                all_columns,
+                write_mode=None if opts.append_only else opts.write_mode,
+                partition_by=opts.partition_by,
+                table_properties=opts.table_properties,
+            )
             self._existing.add(target)
-        existing = {f.name.lower(): f.dataType.simpleString() for f in self.spark.table(target).schema.fields}
-        for col in all_columns:
-            old = existing.get(col.name.lower())
-            if old is None:
-                self.spark.sql(f"ALTER TABLE {target} ADD COLUMN {quote(col.name)} {col.type.sql}")
-                continue
-            verdict = widening(old, col.type.sql)
-            if verdict == "widen":
-                self.spark.sql(f"ALTER TABLE {target} ALTER COLUMN {quote(col.name)} TYPE {col.type.sql}")
-            elif verdict == "incompatible":
-                raise SchemaEvolutionError(
-                    f"column {col.name!r} of {self._display(target)}: the Iceberg type {old} cannot "
-                    f"change to {col.type.sql} (only int->bigint, float->double and wider decimal "
-                    "precision are allowed)"
-                )
+        ddl.evolve_table(self.spark, target, self._display(target), all_columns)
         self._ensured[target] = signature
-
-    def _create_table(
-        self, target: str, parts: tuple[str, ...], all_columns: list[LakeColumn], opts: TargetOptions
-    ) -> None:
-        if len(parts) >= 2:
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(parts[:-1])}")
-        props = {"format-version": "2"}
-        if not opts.append_only:
-            for kind in ("merge", "update", "delete"):
-                props[f"write.{kind}.mode"] = opts.write_mode
-        props.update(opts.table_properties)
-        cols_sql = ", ".join(f"{quote(c.name)} {c.type.sql}" for c in all_columns)
-        partition = ""
-        if opts.partition_by:
-            partition = " PARTITIONED BY (" + ", ".join(partition_field(p) for p in opts.partition_by) + ")"
-        tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
-        self.spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {target} ({cols_sql}) USING iceberg{partition} "
-            f"TBLPROPERTIES ({tblprops})"
-        )
 
     # ---- the statements --------------------------------------------------------------------------
 
@@ -474,7 +418,7 @@ class ChangeMerger:
         counts: TableCounts,
     ) -> None:
         t0 = time.perf_counter()
-        state = _collapse(piece, keys, self._display(target))
+        state = collapse(piece, keys, self._display(target))
         self.timings["collapse"] += time.perf_counter() - t0
         if not state:
             return
@@ -635,58 +579,6 @@ class ChangeMerger:
                 )
         finally:
             self._drop_stage(view, stage_name)
-
-
-def _split_at_truncates(entries: Sequence[Entry]) -> list[list[RowChange] | DdlEntry]:
-    pieces: list[list[RowChange] | DdlEntry] = []
-    current: list[RowChange] = []
-    for e in entries:
-        if isinstance(e, RowChange):
-            current.append(e)
-        elif isinstance(e, DdlEntry) and e.kind is DdlKind.TRUNCATE:
-            if current:
-                pieces.append(current)
-                current = []
-            pieces.append(e)
-    if current:
-        pieces.append(current)
-    return pieces
-
-
-def _collapse(
-    changes: Sequence[RowChange], keys: tuple[str, ...], table: str
-) -> dict[tuple[Any, ...], tuple[str, dict[str, Any], RowChange]]:
-    """The last change per key: ``key -> ("U", after image, change)`` or ``("D", before image, change)``."""
-    state: dict[tuple[Any, ...], tuple[str, dict[str, Any], RowChange]] = {}
-    try:
-        for c in changes:
-            if c.op is Op.INSERT:
-                after = c.after or {}
-                _check_full(c, after, table)
-                state[tuple(after[k] for k in keys)] = ("U", after, c)
-            elif c.op is Op.UPDATE:
-                before, after = c.before or {}, c.after or {}
-                _check_full(c, after, table)
-                old = tuple(before[k] for k in keys)
-                new = tuple(after[k] for k in keys)
-                if old != new:
-                    state[old] = ("D", before, c)
-                state[new] = ("U", after, c)
-            else:
-                before = c.before or {}
-                state[tuple(before[k] for k in keys)] = ("D", before, c)
-    except KeyError as exc:
-        raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
-    return state
-
-
-def _check_full(change: RowChange, image: Mapping[str, Any], table: str) -> None:
-    schema = change.table_schema
-    if schema is not None and len(image) < len(schema.columns):
-        raise LakeError(
-            f"partial row image for {table} at {change.position}: inserts and updates need "
-            "binlog_row_image=FULL"
-        )
 
 
 def committed_marks(

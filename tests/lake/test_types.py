@@ -14,8 +14,8 @@ from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import jars
+from airflow_provider_binlog.lake.ddl import partition_field
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
-from airflow_provider_binlog.lake.merge import partition_field
 from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
