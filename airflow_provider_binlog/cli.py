@@ -37,9 +37,13 @@ from typing import Any, TextIO
 
 from airflow_provider_binlog.errors import BinlogCdcError, ConfigurationError
 
-SUBCOMMAND_MODULES: list[str] = ["airflow_provider_binlog.cli", "airflow_provider_binlog.cli_verify"]
+SUBCOMMAND_MODULES: list[str] = [
+    "airflow_provider_binlog.cli",
+    "airflow_provider_binlog.cli_verify",
+    "airflow_provider_binlog.cli_snapshot",
+]
 """Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
-:mod:`.cli_verify` adds ``verify``)."""
+:mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``)."""
 
 
 # --------------------------------------------------------------------------- JSON values

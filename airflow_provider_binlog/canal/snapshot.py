@@ -342,6 +342,7 @@ class ChunkReader:
         self.key_idx = tuple(names.index(k) for k in self.keys)
         self._scanner = side_client(client)
         self._conn: Any = None
+        self._status_sql: str | None = None
 
     def _cursor(self) -> Any:
         if self._conn is None:
@@ -355,6 +356,21 @@ class ChunkReader:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _head(self, cur: Any) -> BinlogPosition:
+        """The head position, on the chunk connection (a new connection per watermark costs more
+        than the SELECT of a small chunk)."""
+        if self._status_sql is None:
+            self._status_sql = "SHOW MASTER STATUS"
+            try:
+                cur.execute(self._status_sql)
+            except Exception:  # MySQL 8.4+ removed it
+                self._status_sql = "SHOW BINARY LOG STATUS"
+        cur.execute(self._status_sql)
+        row = cur.fetchone()
+        if row is None:
+            return self.client.head_position()  # raises "binary logging is off"
+        return BinlogPosition(str(row[0]), int(row[1]))
 
     def _select(self, after: tuple[Any, ...] | None) -> tuple[str, list[Any]]:
         cols = ", ".join(quote(n) for n in self.names)
@@ -374,11 +390,11 @@ class ChunkReader:
     def read(self, number: int, after: tuple[Any, ...] | None) -> Chunk:
         """Read chunk ``number``: the rows with key > ``after`` (raw key values)."""
         sql, args = self._select(after)
-        low = self.client.head_position()
         with self._cursor() as cur:
+            low = self._head(cur)
             cur.execute(sql, args)
             raw = cur.fetchall()
-        high = self.client.head_position()
+            high = self._head(cur)
         convs, key_idx, names = self.convs, self.key_idx, self.names
         rows: dict[tuple[Any, ...], dict[str, Any]] = {}
         for r in raw:

@@ -1,8 +1,10 @@
 """The lake side of the initial snapshot (:mod:`airflow_provider_binlog.canal.snapshot`).
 
-Chunks are merged by a :class:`~.merge.ChangeMerger` under the destination's own name, so each
-chunk commit carries the mark ``(0, chunk, -1, last row)``: re-loading a committed chunk is
-skipped, and every binlog change (file number >= 1) is applied after it. :meth:`reset` empties a
+Chunks are written under the destination's own name, so each chunk commit carries the mark
+``(0, chunk, -1, last row)``: re-loading a committed chunk is skipped, and every binlog change
+(file number >= 1) is applied after it. A chunk is one ``INSERT`` (chunk key ranges are disjoint
+and the target starts empty, so no key is there yet); with soft deletes or metadata columns it goes
+through the :class:`~.merge.ChangeMerger`'s ``MERGE`` instead. :meth:`reset` empties a
 target and commits the mark ``(0, 0, -1, -1)`` so a re-snapshot after a purge starts from chunk 1
 below any older binlog mark.
 """
@@ -16,8 +18,9 @@ from typing import TYPE_CHECKING
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
-from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+from airflow_provider_binlog.lake.commits import CommittedMark
+from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, table_lock
+from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,10 +88,42 @@ class LakeChunkLoader:
         return mark.order_key.pos
 
     def load(self, source: str, changes: list[RowChange]) -> None:
-        for change in changes:
-            self.merger.add(change)
-        for counts in self.merger.finish().values():
-            self.commits[source] = self.commits.get(source, 0) + counts.commits
+        m = self.merger
+        target = m.routes[source]
+        opts = m.options_for(target)
+        if opts.append_only or opts.soft_delete or opts.metadata_columns:
+            for change in changes:
+                m.add(change)
+            for counts in m.finish().values():
+                self.commits[source] = self.commits.get(source, 0) + counts.commits
+            return
+        with table_lock(target):
+            self._append(target, opts, changes)
+
+    def _append(self, target: str, opts: TargetOptions, changes: list[RowChange]) -> None:
+        """Append a chunk with one INSERT: chunk ranges are disjoint and the target was reset, so
+        no key of the chunk is in the table, unless the chunk itself is (its mark says so)."""
+        m = self.merger
+        mark = m._mark(target)
+        fresh = [c for c in changes if mark is None or not mark.covers(c.order_key)]
+        if not fresh:
+            return
+        columns = m._columns(target, fresh, opts)
+        m._ensure_table(target, columns, opts)
+        names = [c.name for c in columns]
+        rows = (tuple((c.after or {}).get(n) for n in names) for c in fresh)
+        view, stage, _ = m._stage_view(columns, rows)
+        last = fresh[-1]
+        props = commits.mark_properties(self.destination, last.order_key, last.position, None, None)
+        try:
+            cols = ", ".join(quote(n) for n in names)
+            with commits.commit_properties(self.spark, props):
+                self.spark.sql(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {quote(view)}")
+        finally:
+            m._drop_stage(view, stage)
+        m._marks[target] = CommittedMark(last.order_key, last.position, None, None, -1)
+        source = next(s for s, t in m.routes.items() if t == target)
+        self.commits[source] = self.commits.get(source, 0) + 1
 
     def close(self) -> None:
         self.merger.close()
