@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_binlog.canal.instance import CanalInstance
+    from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 
 log = logging.getLogger(__name__)
@@ -160,13 +161,41 @@ class BinlogToSparkOperator(BaseOperator):
             start = BinlogPosition(files[0][0], 4) if files else None
         return resolve_stop(client, value, start)
 
+    @staticmethod
+    def _known_routes(hook: Any, routes: Routes) -> dict[str, str]:
+        """Source -> target for every existing source table a route matches (glob routes resolved
+        against ``information_schema``), so reconciliation sees every target."""
+        known: dict[str, str] = {}
+        conn = hook.source_connection()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                    "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "
+                    "('mysql', 'sys', 'information_schema', 'performance_schema')"
+                )
+                for schema, table in cur.fetchall():
+                    target = routes.target_for(str(schema), str(table))
+                    if target is not None:
+                        known[f"{schema}.{table}"] = target
+        finally:
+            conn.close()
+        return known
+
     def _reconcile(self, instance: CanalInstance, merger: ChangeMerger) -> None:
         """Say what the lake holds of the batches an earlier attempt took but never acked."""
         marks = merger.committed()
         for batch_id, rng in sorted(instance.stale_marks.items()):
             end = rng.end.binlog_position if rng.end is not None else None
             start = rng.start.binlog_position if rng.start is not None else None
-            holders = sorted(t for t, m in marks.items() if m and m.position and end and m.position >= end)
+            # a table holds the batch when its newest commit reaches the batch's last entry: the
+            # commit completing a chunk records the chunk's end (just past the last event), the
+            # others the position of the last row event they applied
+            holders = sorted(
+                t for t, m in marks.items()
+                if m and end
+                and ((m.end_position and m.end_position > end) or (m.position and m.position >= end))
+            )  # fmt: skip
             if holders:
                 self.log.info(
                     "batch %d (%s..%s) of an earlier attempt is already committed to %s: "
@@ -220,7 +249,7 @@ class BinlogToSparkOperator(BaseOperator):
                 if merger is None:
                     spark = self._spark()
                     merger = ChangeMerger(
-                        spark, self.destination, {}, self.target_options,
+                        spark, self.destination, self._known_routes(hook, routes), self.target_options,
                         max_rows=self.max_rows_per_commit + self.batch_size + 1,
                     )  # fmt: skip
                 return merger
