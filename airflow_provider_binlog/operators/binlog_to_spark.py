@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
 WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
+SNAPSHOT_MODES = ("never", "initial", "when_needed")
 
 
 def target_asset(target: str) -> Asset | None:
@@ -76,6 +77,11 @@ class BinlogToSparkOperator(BaseOperator):
     :param warehouse: warehouse of the default Hadoop catalog (default ``$BINLOG_CDC_WAREHOUSE``).
     :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
+    :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
+        rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
+        snapshot resumes) or ``when_needed`` (also snapshot tables added later and, when the
+        cursor's binlog was purged, every table again from a new start).
+    :param snapshot_chunk_size: rows per snapshot chunk.
     """
 
     template_fields: Sequence[str] = (
@@ -107,6 +113,8 @@ class BinlogToSparkOperator(BaseOperator):
         warehouse: str | None = None,
         target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
         stop_spark: bool = True,
+        snapshot: str = "never",
+        snapshot_chunk_size: int = 50_000,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and isinstance(tables, Mapping):
@@ -132,6 +140,10 @@ class BinlogToSparkOperator(BaseOperator):
         self.warehouse = warehouse
         self.target_options = target_options
         self.stop_spark = stop_spark
+        if snapshot not in SNAPSHOT_MODES:
+            raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {snapshot!r}")
+        self.snapshot = snapshot
+        self.snapshot_chunk_size = snapshot_chunk_size
         self._instance: CanalInstance | None = None
 
     # ------------------------------------------------------------------ pieces
@@ -209,6 +221,76 @@ class BinlogToSparkOperator(BaseOperator):
                     batch_id, start, end,
                 )  # fmt: skip
 
+    # ------------------------------------------------------------------ snapshot
+
+    def _key_columns(self, target: str) -> tuple[str, ...]:
+        from airflow_provider_binlog.lake.merge import TargetOptions
+        from airflow_provider_binlog.lake.sql import parse_name
+
+        opts = self.target_options
+        if isinstance(opts, TargetOptions):
+            return opts.key_columns
+        for name, value in (opts or {}).items():
+            if parse_name(name) == parse_name(target):
+                return value.key_columns
+        return ()
+
+    def _initial_snapshot(self, hook: Any, instance: CanalInstance, routes: Routes) -> Any:
+        """Snapshot (or resume the snapshot of) the tables that need one; return the SparkSession
+        it opened, or ``None`` when nothing needed a snapshot. Runs before the stop point is fixed,
+        so the binlog drain that follows reaches past the snapshot's start."""
+        from airflow_provider_binlog.canal.errors import StartPositionError
+        from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, table_key
+        from airflow_provider_binlog.canal.start import check_available
+        from airflow_provider_binlog.lake import commits
+        from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
+        from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+
+        meta, ident, client = instance.meta, instance.identity, instance.client
+        meta.subscribe(ident)
+        cursor = meta.get_cursor(ident).value
+        known = self._known_routes(hook, routes)
+        if cursor is not None and cursor.binlog_position is not None and self.snapshot == "when_needed":
+            try:
+                check_available(client, cursor.binlog_position, "stored cursor")
+            except StartPositionError as exc:
+                self.log.warning(
+                    "destination %s: %s; taking a new snapshot of every table", self.destination, exc
+                )
+                for name in meta.list_keys(ident, "snapshot"):
+                    meta.delete_value(ident, f"snapshot/{name}")
+                meta.delete_cursor(ident)
+                cursor = None
+        record = meta.get_json(ident, RUN_KEY).value
+        spark = None
+        if record is not None and record.get("status") == "running":
+            todo = {s: t for s, t in known.items() if s in record.get("tables", [])}  # resume
+        elif cursor is None and record is None:
+            todo = known
+        elif self.snapshot == "when_needed":  # tables never snapshotted and never loaded
+            spark = self._spark()
+            todo = {
+                s: t for s, t in known.items()
+                if meta.get_json(ident, table_key(s)).value is None
+                and commits.read_mark(spark, quote_parts(parse_name(t)), self.destination) is None
+            }  # fmt: skip
+        else:
+            todo = {}
+        if not todo:
+            return spark
+        spark = spark or self._spark()
+        loader = LakeChunkLoader(spark, self.destination, todo, self.target_options)
+        try:
+            result = Snapshot(
+                meta, ident, client, hook.source_connection,
+                {s: self._key_columns(t) for s, t in todo.items()}, loader, self.snapshot_chunk_size,
+                set_cursor="if_absent",
+            ).run()  # fmt: skip
+        finally:
+            loader.close()
+        self.log.info("destination %s: snapshot done: %s", self.destination, result.as_dict())
+        return spark
+
     # ------------------------------------------------------------------ execute
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -234,6 +316,8 @@ class BinlogToSparkOperator(BaseOperator):
         spark = None
         merger: ChangeMerger | None = None
         try:
+            if self.snapshot != "never":
+                spark = self._initial_snapshot(hook, instance, routes)
             stop = self._stop_point(context, instance.client)
             point = instance.subscribe(stop_at=stop, running_timeout=self.running_timeout)
             self.log.info(
@@ -247,7 +331,7 @@ class BinlogToSparkOperator(BaseOperator):
             def open_merger() -> ChangeMerger:
                 nonlocal spark, merger
                 if merger is None:
-                    spark = self._spark()
+                    spark = spark or self._spark()
                     merger = ChangeMerger(
                         spark, self.destination, self._known_routes(hook, routes), self.target_options,
                         max_rows=self.max_rows_per_commit + self.batch_size + 1,
