@@ -18,8 +18,8 @@ No global lock is taken; each SELECT is an ordinary consistent read of one chunk
 
 **Values.** SELECT results are converted to the decoder's value contract
 (:mod:`~airflow_provider_binlog.binlog.columns`) by one converter per column built from the
-table's :class:`~airflow_provider_binlog.binlog.columns.ColumnDef` (session ``time_zone`` is
-``+00:00``): TIMESTAMP becomes aware UTC, zero dates ``None``, FLOAT the float32 value, BIT an
+table's :class:`~airflow_provider_binlog.binlog.columns.ColumnDef` (:mod:`.snapshot_values`;
+session ``time_zone`` is ``+00:00``): TIMESTAMP becomes aware UTC, zero dates ``None``, FLOAT the float32 value, BIT an
 ``int``, JSON (MySQL's binary JSON) parsed, SET the comma-joined labels. So a snapshot row and
 the binlog image of the same row are equal value for value (see the tests).
 
@@ -74,27 +74,29 @@ from ``S`` corrects); row images must be FULL with ``binlog_row_metadata=FULL``.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import json
 import logging
-import re
-import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from airflow_provider_binlog.binlog.client import ReplicationClient
-from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, TableSchema
-from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.canal.errors import CanalError
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
-from airflow_provider_binlog.canal.schema import SchemaHistory
+from airflow_provider_binlog.canal.snapshot_values import (
+    SnapshotError,
+    converter,
+    converters,
+    decode_key,
+    encode_key,
+    quote,
+    table_key,
+    table_schema,
+)
 from airflow_provider_binlog.canal.start import side_client
 from airflow_provider_binlog.faults import failpoint
 
@@ -102,182 +104,6 @@ log = logging.getLogger(__name__)
 
 RUN_KEY = "snapshot/_run"
 SNAPSHOT_FILE_NUMBER = 0
-_UTC = dt.timezone.utc
-_F32 = struct.Struct("<f")
-
-
-class SnapshotError(CanalError):
-    """The snapshot cannot proceed (no key, unknown table, ...)."""
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def table_key(source: str) -> str:
-    """The progress record key of ``schema.table``."""
-    esc = re.sub(r"[^A-Za-z0-9_.-]", lambda m: "".join(f"={b:02x}" for b in m.group().encode()), source)
-    return f"snapshot/{esc}"
-
-
-# ---------------------------------------------------------------------------- value converters
-
-
-def _none_if_str(v: Any) -> Any:
-    return None if isinstance(v, str) else v  # pymysql returns zero/invalid dates as text
-
-
-def _timestamp(v: Any) -> Any:
-    if isinstance(v, dt.datetime):
-        return v.replace(tzinfo=_UTC)
-    return None
-
-
-def _float32(v: Any) -> Any:
-    return _F32.unpack(_F32.pack(v))[0]
-
-
-def _bit(v: Any) -> Any:
-    return int.from_bytes(v, "big") if isinstance(v, bytes | bytearray) else int(v)
-
-
-def _json(v: Any) -> Any:
-    if isinstance(v, bytes | bytearray):
-        v = v.decode()
-    out = json.loads(v)
-    return JSON_NULL if out is None else out
-
-
-def _set(col: ColumnDef) -> Callable[[Any], Any]:
-    labels = col.set_values or ()
-
-    def conv(v: Any) -> Any:
-        if isinstance(v, set | frozenset):
-            return ",".join(x for x in labels if x in v)
-        return v
-
-    return conv
-
-
-def _text(charset: str | None) -> Callable[[Any], Any]:
-    def conv(v: Any) -> Any:
-        return v.decode(charset or "utf-8") if isinstance(v, bytes | bytearray) else v
-
-    return conv
-
-
-def _binary(v: Any) -> Any:
-    return bytes(v) if isinstance(v, bytearray | memoryview) else (v.encode() if isinstance(v, str) else v)
-
-
-def _identity(v: Any) -> Any:
-    return v
-
-
-def converter(col: ColumnDef) -> Callable[[Any], Any]:
-    """The function turning a pymysql SELECT value of ``col`` into the binlog decoder's value."""
-    t = col.type
-    if t == T.FLOAT:
-        return _float32
-    if t in (T.DATE, T.NEWDATE, T.DATETIME, T.DATETIME2):
-        return _none_if_str
-    if t in (T.TIMESTAMP, T.TIMESTAMP2):
-        return _timestamp
-    if t == T.BIT:
-        return _bit
-    if t == T.JSON:
-        return _json
-    if t == T.SET:
-        return _set(col)
-    if t in (T.VARCHAR, T.VAR_STRING, T.STRING, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB, T.ENUM):
-        return _binary if col.is_binary else _text(col.charset)
-    if t == T.GEOMETRY:
-        return _binary
-    return _identity
-
-
-def converters(ts: TableSchema) -> tuple[Callable[[Any], Any], ...]:
-    return tuple(converter(c) for c in ts.columns)
-
-
-def table_schema(connect: Callable[[], Any], schema: str, table: str) -> TableSchema:
-    """The table's columns from ``information_schema``, with DECIMAL precision/scale and temporal
-    precision filled in (the binlog's FULL metadata has them; the lake types need them)."""
-    history = SchemaHistory(None, None, connect)
-    ts = history.from_information_schema(schema, table)
-    if ts is None:
-        raise SnapshotError(f"table {schema}.{table} does not exist (or cannot be read)")
-    conn = connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, "
-                "CHARACTER_OCTET_LENGTH FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (schema, table),
-            )
-            extra = {str(r[0]): r[1:] for r in cur.fetchall()}
-    finally:
-        conn.close()
-    cols = []
-    for c in ts.columns:
-        prec, scale, fsp, octets = extra.get(c.name, (None, None, None, None))
-        if c.type in (T.DECIMAL, T.NEWDECIMAL):
-            c = replace(c, precision=int(prec), scale=int(scale or 0))
-        elif c.type in (T.DATETIME2, T.TIMESTAMP2, T.TIME2):
-            c = replace(c, fsp=int(fsp or 0))
-        if octets is not None and c.max_length is None:
-            c = replace(c, max_length=int(octets))
-        cols.append(c)
-    return replace(ts, columns=tuple(cols))
-
-
-# ---------------------------------------------------------------------------- keys in JSON
-
-
-def encode_key(values: Sequence[Any] | None) -> list[Any] | None:
-    """A raw (pymysql) key as JSON, tagged so it reads back as the same types."""
-    if values is None:
-        return None
-    out: list[Any] = []
-    for v in values:
-        if v is None or isinstance(v, bool | int | float | str):
-            out.append(v)
-        elif isinstance(v, decimal.Decimal):
-            out.append({"decimal": str(v)})
-        elif isinstance(v, dt.datetime):
-            out.append({"datetime": v.isoformat()})
-        elif isinstance(v, dt.date):
-            out.append({"date": v.isoformat()})
-        elif isinstance(v, dt.timedelta):
-            out.append({"timedelta": v.total_seconds()})
-        elif isinstance(v, bytes | bytearray):
-            out.append({"bytes": bytes(v).hex()})
-        else:
-            raise SnapshotError(f"cannot keep a key value of type {type(v).__name__} in the progress")
-    return out
-
-
-_KEY_TAGS: dict[str, Callable[[Any], Any]] = {
-    "decimal": decimal.Decimal,
-    "datetime": dt.datetime.fromisoformat,
-    "date": dt.date.fromisoformat,
-    "timedelta": lambda s: dt.timedelta(seconds=s),
-    "bytes": bytes.fromhex,
-}
-
-
-def decode_key(values: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    if values is None:
-        return None
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, dict):
-            ((tag, x),) = v.items()
-            out.append(_KEY_TAGS[tag](x))
-        else:
-            out.append(v)
-    return tuple(out)
 
 
 # ---------------------------------------------------------------------------- chunks
