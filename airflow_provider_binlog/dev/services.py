@@ -120,29 +120,29 @@ class MariaDbServer:
         if first:
             self.basedir = Path(tempfile.mkdtemp(prefix="binlog-cdc-mariadb-"))
             self.port = self.port or free_port()
-            install = _find("mariadb-install-db", "mysql_install_db")
-            out = subprocess.run(
-                [
-                    install,
-                    "--no-defaults",
-                    f"--datadir={self.datadir}",
-                    "--user=root",
-                    "--auth-root-authentication-method=normal",
-                    "--skip-test-db",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if out.returncode != 0:
-                raise ServiceStartError(
-                    f"mariadb-install-db failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
-                )
+            self._install_db()
             _LIVE.append(self)
         self._launch()
         if first:
             self._create_users()
         return self
+
+    def _install_db(self) -> None:
+        """Create the system tables; one retry on a fresh directory (the bootstrap has been seen to
+        fail once on a machine under heavy load), then an error with the server's own words."""
+        install = _find("mariadb-install-db", "mysql_install_db")
+        errors = []
+        for _attempt in range(2):
+            shutil.rmtree(self.datadir, ignore_errors=True)
+            out = subprocess.run(
+                [install, "--no-defaults", f"--datadir={self.datadir}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if out.returncode == 0:
+                return
+            errors.append(f"{out.stderr[-1500:]}\n{out.stdout[-1500:]}")
+        raise ServiceStartError("mariadb-install-db failed twice:\n" + "\n---\n".join(errors))
 
     def _launch(self) -> None:
         mariadbd = _find("mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
