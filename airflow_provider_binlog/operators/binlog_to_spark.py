@@ -210,8 +210,8 @@ class BinlogToSparkOperator(BaseOperator):
             )  # fmt: skip
             if holders:
                 self.log.info(
-                    "batch %d (%s..%s) of an earlier attempt is already committed to %s: "
-                    "its changes are skipped there and it is acked without re-applying",
+                    "batch %d (%s..%s) of an earlier attempt is already committed to %s: its changes are "
+                    "skipped there (changes of any other table in it are applied again), then it is acked",
                     batch_id, start, end, ", ".join(holders),
                 )  # fmt: skip
             else:
