@@ -19,8 +19,9 @@ No global lock is taken; each SELECT is an ordinary consistent read of one chunk
 **Values.** SELECT results are converted to the decoder's value contract
 (:mod:`~airflow_provider_binlog.binlog.columns`) by one converter per column built from the
 table's :class:`~airflow_provider_binlog.binlog.columns.ColumnDef` (:mod:`.snapshot_values`;
-session ``time_zone`` is ``+00:00``): TIMESTAMP becomes aware UTC, zero dates ``None``, FLOAT the float32 value, BIT an
-``int``, JSON (MySQL's binary JSON) parsed, SET the comma-joined labels. So a snapshot row and
+session ``time_zone`` is ``+00:00``): TIMESTAMP becomes aware UTC, zero dates ``None``, FLOAT
+the float32 value, BIT an ``int``, JSON (MySQL's binary JSON) parsed, SET the comma-joined
+labels. So a snapshot row and
 the binlog image of the same row are equal value for value (see the tests).
 
 **Order keys and hand-over (no gap, no double).** Snapshot rows carry order keys in binlog file
