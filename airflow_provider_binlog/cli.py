@@ -35,6 +35,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, TextIO
 
+from airflow_provider_binlog.cli_common import add_source_arguments, source_password
 from airflow_provider_binlog.errors import BinlogCdcError, ConfigurationError
 
 SUBCOMMAND_MODULES: list[str] = [
@@ -208,13 +209,7 @@ def register(subparsers: Any) -> None:
         help="print binlog events from a server or from binlog files",
         description="Print binlog events from a server (as a replica) or from binlog files.",
     )
-    src = p.add_argument_group("server")
-    src.add_argument("--host", help="server host")
-    src.add_argument("--port", type=int, default=3306, help="server port (default 3306)")
-    src.add_argument("--user", default="root", help="replication user")
-    src.add_argument(
-        "--password-env", metavar="VAR", help="name of the environment variable holding the password"
-    )
+    src = add_source_arguments(p, "replication user", required=False, title="server")
     src.add_argument("--server-id", type=int, help="replica server id to register with (default random)")
     start = src.add_mutually_exclusive_group()
     start.add_argument("--from", dest="start", metavar="FILE:POS", help="start position")
@@ -233,11 +228,7 @@ def _server_events(args: argparse.Namespace) -> Iterator[Any]:
     from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
     from airflow_provider_binlog.binlog.position import BinlogPosition
 
-    password = ""
-    if args.password_env:
-        if args.password_env not in os.environ:
-            raise ConfigurationError(f"environment variable {args.password_env} (--password-env) is not set")
-        password = os.environ[args.password_env]
+    password = source_password(args)
     kwargs: dict[str, Any] = {}
     if args.server_id is not None:
         kwargs["server_id"] = args.server_id

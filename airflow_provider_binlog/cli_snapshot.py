@@ -23,7 +23,8 @@ import re
 import sys
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli_verify import _password, parse_conf, parse_tables
+from airflow_provider_binlog.cli_common import add_source_arguments, source_password
+from airflow_provider_binlog.cli_verify import parse_conf, parse_tables
 from airflow_provider_binlog.errors import ConfigurationError
 
 
@@ -34,13 +35,7 @@ def register(subparsers: Any) -> None:
         help="load tables' existing rows into the lake in chunks, resumable, then hand over to the binlog",
         description="Initial snapshot of MySQL/MariaDB tables into Iceberg tables (no global lock).",
     )
-    src = p.add_argument_group("source")
-    src.add_argument("--host", required=True, help="server host")
-    src.add_argument("--port", type=int, default=3306, help="server port (default 3306)")
-    src.add_argument("--user", default="root", help="a user with SELECT and REPLICATION SLAVE/CLIENT")
-    src.add_argument(
-        "--password-env", metavar="VAR", help="name of the environment variable holding the password"
-    )
+    add_source_arguments(p, "a user with SELECT and REPLICATION SLAVE/CLIENT")
     dest = p.add_argument_group("destination")
     dest.add_argument("--destination", required=True, help="the destination (subscription) name")
     dest.add_argument("--client-id", type=int, default=1001, help="canal client id (default 1001)")
@@ -102,7 +97,7 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     tables = parse_tables(args.tables)
     keys = parse_keys(args.key, tables)
     conf = parse_conf(args.conf)
-    password = _password(args.password_env)
+    password = source_password(args)
     source = ReplicationConfig(host=args.host, port=args.port, user=args.user, password=password)
     include = ",".join(re.escape(s) for s in sorted(tables))
     config = InstanceConfig(args.destination, source, TableFilter(include=include), client_id=args.client_id)

@@ -16,10 +16,10 @@ PySpark is imported only through :mod:`airflow_provider_binlog.lake`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, TextIO
 
+from airflow_provider_binlog.cli_common import add_source_arguments, source_password
 from airflow_provider_binlog.errors import ConfigurationError
 
 
@@ -30,13 +30,7 @@ def register(subparsers: Any) -> None:
         help="compare source tables with their lake tables (counts, per-row hashes, differing keys)",
         description="Compare MySQL/MariaDB tables with their Iceberg tables, value by value.",
     )
-    src = p.add_argument_group("source")
-    src.add_argument("--host", required=True, help="server host")
-    src.add_argument("--port", type=int, default=3306, help="server port (default 3306)")
-    src.add_argument("--user", default="root", help="a user with SELECT on the tables")
-    src.add_argument(
-        "--password-env", metavar="VAR", help="name of the environment variable holding the password"
-    )
+    add_source_arguments(p, "a user with SELECT on the tables")
     p.add_argument(
         "--tables",
         required=True,
@@ -87,14 +81,6 @@ def parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def _password(var: str | None) -> str:
-    if not var:
-        return ""
-    if var not in os.environ:
-        raise ConfigurationError(f"environment variable {var} (--password-env) is not set")
-    return os.environ[var]
-
-
 def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc verify``; return 0 when every table is equal, else 1."""
     import pymysql
@@ -106,7 +92,7 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     conf = parse_conf(args.conf)
     try:
         conn = pymysql.connect(
-            host=args.host, port=args.port, user=args.user, password=_password(args.password_env),
+            host=args.host, port=args.port, user=args.user, password=source_password(args),
             autocommit=True, charset="utf8mb4", connect_timeout=10,
         )  # fmt: skip
     except pymysql.err.MySQLError as exc:

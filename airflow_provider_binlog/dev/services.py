@@ -76,8 +76,25 @@ def _stop_all() -> None:
             service.stop()
 
 
+class _LocalServer:
+    """What both servers share: a process and a directory of their own."""
+
+    basedir: Path | None
+    proc: subprocess.Popen[bytes] | None
+
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop the server; remove its directory unless ``keep_data`` (then :meth:`start` restarts it)."""
+        _stop_process(self.proc)
+        self.proc = None
+        if not keep_data and self.basedir is not None:
+            shutil.rmtree(self.basedir, ignore_errors=True)
+            self.basedir = None
+            with contextlib.suppress(ValueError):
+                _LIVE.remove(self)
+
+
 @dataclass
-class MariaDbServer:
+class MariaDbServer(_LocalServer):
     """A throwaway MariaDB with the binlog on, ROW format, FULL images and GTIDs.
 
     :param row_metadata: ``binlog_row_metadata``: ``FULL`` or ``MINIMAL``.
@@ -236,23 +253,13 @@ class MariaDbServer:
     def log_tail(self, lines: int = 30) -> str:
         return _tail(self.log_path, lines)
 
-    def stop(self, keep_data: bool = False) -> None:
-        """Stop the server; remove its directory unless ``keep_data`` (then :meth:`start` restarts it)."""
-        _stop_process(self.proc)
-        self.proc = None
-        if not keep_data and self.basedir is not None:
-            shutil.rmtree(self.basedir, ignore_errors=True)
-            self.basedir = None
-            with contextlib.suppress(ValueError):
-                _LIVE.remove(self)
-
     def restart(self) -> None:
         self.stop(keep_data=True)
         self._launch()
 
 
 @dataclass
-class ZooKeeperServer:
+class ZooKeeperServer(_LocalServer):
     """A throwaway standalone ZooKeeper (Debian's jars) on a free loopback port.
 
     :param tick_ms: ``tickTime``; session timeouts may go down to two ticks.
@@ -326,15 +333,6 @@ class ZooKeeperServer:
                 return b"".join(chunks).decode(errors="replace")
         except OSError:
             return ""
-
-    def stop(self, keep_data: bool = False) -> None:
-        _stop_process(self.proc)
-        self.proc = None
-        if not keep_data and self.basedir is not None:
-            shutil.rmtree(self.basedir, ignore_errors=True)
-            self.basedir = None
-            with contextlib.suppress(ValueError):
-                _LIVE.remove(self)
 
     def restart(self) -> None:
         self.stop(keep_data=True)
