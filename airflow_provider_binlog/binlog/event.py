@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from airflow_provider_binlog.binlog.constants import EventType, event_type_name
 from airflow_provider_binlog.binlog.position import BinlogPosition
@@ -136,8 +136,6 @@ class Event:
     pos: int
     end_pos: int
     payload_index: int | None = None
-
-    TYPE: ClassVar = EventType
 
     @property
     def type_name(self) -> str:
