@@ -229,21 +229,28 @@ def test_concurrent_producer_and_consumer_with_rollbacks() -> None:
 
 _RSS_SCRIPT = textwrap.dedent(
     """
-    import resource, sys, threading
+    import sys, threading
     sys.path.insert(0, {root!r})
+
+    def peak_kb():
+        # VmHWM: this process's own peak RSS. ru_maxrss would not do: Linux carries the parent's
+        # high-water mark across fork+exec, so under a big pytest process it hides what we measure.
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
     from tests.canal.helpers import row, end
     from airflow_provider_binlog.canal.store import EventStore
 
     N = 1_000_000
     control = sys.argv[1] == "control"
     store = EventStore(max_entries=8192, max_bytes=8 * 1024 * 1024)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_kb()
     def produce():
         store.put(row(i, "v" * 40) for i in range(N))
         store.put(end(N))
     if control:  # the same rows held at once, to show the measurement sees them
         held = [row(i, "v" * 40) for i in range(N // 5)]
-        print(len(held), 0, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 0, 0)
+        print(len(held), 0, base, peak_kb(), 0, 0)
         sys.exit(0)
     t = threading.Thread(target=produce, daemon=True)
     t.start()
@@ -257,7 +264,7 @@ _RSS_SCRIPT = textwrap.dedent(
             commits += 1
             break
     t.join()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_kb()
     print(rows, commits, base, peak, store.peak_entries, store.peak_bytes)
     """
 )
