@@ -17,6 +17,7 @@ Servers start on first use, so a run that needs none starts none.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import tempfile
 import uuid
@@ -26,6 +27,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after pytest
+# closed its streams; only its warnings matter here.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 _db_counter = itertools.count()
 
