@@ -17,8 +17,6 @@ distort less) and the ratio last. Run: ``.venv/bin/python bench/parse_throughput
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -26,47 +24,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import benchtable
+
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.dev.services import MariaDbServer
 
-DDL = """
-CREATE TABLE bench.t (
-  id INT PRIMARY KEY, big BIGINT, name VARCHAR(64), amount DECIMAL(12,4), ts DATETIME(6),
-  doc JSON, note TEXT, score DOUBLE, flag TINYINT, qty INT, day DATE
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
-"""
 BATCH = 1000
 
 
 def load(server: MariaDbServer, rows: int) -> tuple[BinlogPosition, BinlogPosition]:
     """Insert ``rows`` rows and update ``rows // 2`` of them; return the binlog start and head."""
-    rnd = random.Random(42)
     conn = server.connect()
     with conn.cursor() as cur:
-        cur.execute("CREATE DATABASE IF NOT EXISTS bench")
-        cur.execute("DROP TABLE IF EXISTS bench.t")
-        cur.execute(DDL)
+        benchtable.create(cur)
         cur.execute("SHOW MASTER STATUS")
         f, p = cur.fetchone()[:2]
         start = BinlogPosition(f, int(p))
-        sql = "INSERT INTO bench.t VALUES " + ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * BATCH)
-        for base in range(0, rows, BATCH):
-            n = min(BATCH, rows - base)
-            args: list[Any] = []
-            for i in range(base, base + n):
-                price = rnd.random() * 100
-                doc = {"id": i, "tags": ["a", "b", str(i % 97)], "price": price, "ok": i % 2 == 0}
-                args += [
-                    i, rnd.getrandbits(62), f"name-{i}-{rnd.getrandbits(32):x}", f"{rnd.random() * 1e6:.4f}",
-                    f"2024-01-{1 + i % 28:02d} 12:{i % 60:02d}:{i % 60:02d}.{i % 1000000:06d}",
-                    json.dumps(doc), "note " * rnd.randint(20, 120), rnd.random(), i % 128, i, "2024-05-06",
-                ]  # fmt: skip
-            stmt = sql if n == BATCH else "INSERT INTO bench.t VALUES " + ",".join(
-                ["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * n
-            )
-            cur.execute(stmt, args)
+        benchtable.insert_rows(cur, rows, BATCH)
         for base in range(0, rows // 2, BATCH):
             hi = min(base + BATCH, rows // 2)
             cur.execute(

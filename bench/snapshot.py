@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import resource
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import benchtable
+
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.canal.change import RowChange
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
@@ -31,40 +32,14 @@ from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.snapshot import Snapshot
 from airflow_provider_binlog.dev.services import MariaDbServer
 
-DDL = """
-CREATE TABLE bench.t (
-  id INT PRIMARY KEY, big BIGINT, name VARCHAR(64), amount DECIMAL(12,4), ts DATETIME(6),
-  doc JSON, note TEXT, score DOUBLE, flag TINYINT, qty INT, day DATE
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
-"""
 BATCH = 2000
 
 
 def load(server: MariaDbServer, rows: int) -> None:
-    rnd = random.Random(42)
     conn = server.connect()
     with conn.cursor() as cur:
-        cur.execute("CREATE DATABASE IF NOT EXISTS bench")
-        cur.execute("DROP TABLE IF EXISTS bench.t")
-        cur.execute(DDL)
-        for base in range(0, rows, BATCH):
-            n = min(BATCH, rows - base)
-            args: list[Any] = []
-            for i in range(base, base + n):
-                doc = {
-                    "id": i,
-                    "tags": ["a", "b", str(i % 97)],
-                    "price": rnd.random() * 100,
-                    "ok": i % 2 == 0,
-                }
-                args += [
-                    i, rnd.getrandbits(62), f"name-{i}-{rnd.getrandbits(32):x}", f"{rnd.random() * 1e6:.4f}",
-                    f"2024-01-{1 + i % 28:02d} 12:{i % 60:02d}:{i % 60:02d}.{i % 1000000:06d}",
-                    json.dumps(doc), "note " * rnd.randint(20, 120), rnd.random(), i % 128, i, "2024-05-06",
-                ]  # fmt: skip
-            cur.execute(
-                "INSERT INTO bench.t VALUES " + ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * n), args
-            )
+        benchtable.create(cur)
+        benchtable.insert_rows(cur, rows, BATCH)
     conn.close()
 
 
