@@ -173,6 +173,14 @@ class _P:
             return True
         return False
 
+    def charset_clause(self) -> str:
+        """At ``CHARSET`` or ``CHARACTER``: read ``CHARSET [=] name`` / ``CHARACTER SET [=] name``."""
+        self.i += 1
+        if self.up() == "SET":
+            self.i += 1
+        self.eat_p("=")
+        return self.ident().lower()
+
     def eat_p(self, ch: str) -> bool:
         t = self.peek()
         if t is not None and t.kind == "p" and t.text == ch:
@@ -265,11 +273,7 @@ class _P:
             if u == "UNSIGNED":
                 unsigned = True
             elif u in ("CHARSET", "CHARACTER"):
-                self.i += 1
-                if self.up() == "SET":
-                    self.i += 1
-                self.eat_p("=")
-                charset = self.ident().lower()
+                charset = self.charset_clause()
                 continue
             elif u == "COLLATE":
                 self.i += 1
@@ -343,11 +347,7 @@ def _table_charset(p: _P) -> str | None:
     while p.peek() is not None:
         u = p.up()
         if u in ("CHARSET", "CHARACTER"):
-            p.i += 1
-            if p.up() == "SET":
-                p.i += 1
-            p.eat_p("=")
-            charset = p.ident().lower()
+            charset = p.charset_clause()
             continue
         p.i += 1
     return charset
