@@ -6,7 +6,10 @@ Off unless ``BINLOG_CDC_FAILPOINTS`` is set, e.g. ``after_commit=kill`` or
 The crash tests use them to stop the task exactly between the Iceberg commit and the ack.
 
 Failpoints in the code: ``drain`` (after a batch was taken from the store), ``before_commit``,
-``after_commit`` (the lake holds the chunk, nothing acked yet), ``after_ack``.
+``merge_table`` (before each target's MERGE of a commit: later hits leave some targets committed),
+``after_commit`` (the lake holds the chunk, nothing acked yet), ``ack`` (before each batch's ack:
+later hits leave some batches acked), ``after_ack``; ``snapshot_before_load`` and
+``snapshot_after_load`` around each snapshot chunk.
 """
 
 from __future__ import annotations

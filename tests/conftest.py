@@ -10,6 +10,8 @@ Fixtures
                         started KazooClient on that chroot.
 ``spark``               a local[2] SparkSession with Iceberg and a Hadoop catalog ``lake`` on a temp
                         warehouse.
+``airflow_home``        a private ``AIRFLOW_HOME`` (sqlite), ``airflow db migrate`` once per session
+                        (shared by ``tests/airflow`` and ``tests/faults``).
 
 Servers start on first use, so a run that needs none starts none.
 """
@@ -19,9 +21,12 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,3 +114,16 @@ def spark(spark_warehouse: str) -> Iterator[Any]:
     session = create_session(app_name="binlog-cdc-tests", master="local[2]", warehouse=spark_warehouse)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private Airflow home with a migrated sqlite database (once per session)."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "false"}
+    airflow = str(Path(sys.executable).parent / "airflow")
+    proc = subprocess.run(
+        [airflow, "db", "migrate"], env=env, capture_output=True, text=True, check=False, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return home

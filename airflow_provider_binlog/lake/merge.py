@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, OrderKey, RowChange
+from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import commits, ddl
 from airflow_provider_binlog.lake.collapse import collapse, split_at_truncates
 from airflow_provider_binlog.lake.commits import CommittedMark
@@ -268,6 +269,7 @@ class ChangeMerger:
         buffers, self._buffers, self._buffered = self._buffers, {}, 0
         t = self.timings
         for target, entries in buffers.items():
+            failpoint("merge_table")  # the crash tests stop here with some targets committed
             t0, python = time.perf_counter(), t["collapse"] + t["stage"]
             with table_lock(target):
                 self._apply(target, entries, end_position)

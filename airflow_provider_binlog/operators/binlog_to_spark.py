@@ -394,6 +394,7 @@ class BinlogToSparkOperator(BaseOperator):
                     timings["commit"] += t1 - t0
                     failpoint("after_commit")
                     for batch_id in pending:
+                        failpoint("ack")
                         instance.ack(batch_id)
                     timings["ack"] += clock() - t1
                     failpoint("after_ack")
