@@ -55,7 +55,7 @@ class Run:
         self.identity = ClientIdentity(self.destination, 1001)
         self.start_from = shop.start_from
         self.warehouse = warehouse
-        self.op = self.operator(**{"max_rows_per_commit": 150, "batch_size": 50, **kwargs})
+        self.op = self.operator(**{"max_rows_per_commit": 250, "batch_size": 50, **kwargs})
         self.finished = threading.Event()
 
     def operator(self, **kwargs: Any) -> BinlogToSparkOperator:
@@ -127,7 +127,7 @@ def test_zookeeper_restarted_mid_run(
     """ZooKeeper goes away for two seconds (less than the session timeout) while the operator has
     commits to go, and comes back on the same port with its data: the session survives, the run
     goes on (or fails clearly naming ZooKeeper), and the result (or the next run's) is exact."""
-    shop.changes(800)
+    shop.changes(500)
     run = Run(shop, spark_warehouse, _namespace("zkrestart"))
     meta = meta_manager(zookeeper, zk_chroot)
     port = zookeeper.port
@@ -160,7 +160,7 @@ def test_zookeeper_session_expired_mid_run(
     session id, as a long partition would end); another consumer takes the running node at once.
     The first run then fails naming the expired session and writes no cursor while the other one
     holds the node; the next run is exact."""
-    shop.changes(800)
+    shop.changes(500)
     run = Run(shop, spark_warehouse, _namespace("zkexpire"))
     meta = meta_manager(zookeeper, zk_chroot)
     other = KazooClient(hosts=zookeeper.hosts + zk_chroot)
@@ -207,7 +207,7 @@ def test_mariadb_restarted_mid_drain(
 
     The run drains up to the start of the binlog file the restart opens: so its reader is still
     connected when the server goes away, whatever the socket buffers already hold."""
-    shop.changes(800)
+    shop.changes(500)
     rows = {t: mariadb.execute(f"SELECT COUNT(*) FROM shop.{t}")[0][0] for t in TABLES}
     (head, *_), *_ = mariadb.execute("SHOW MASTER STATUS")
     prefix, number = head.rsplit(".", 1)
