@@ -112,6 +112,21 @@ def _wait_for_cursor_move(meta: Any, run: Run, timeout: float = 180) -> None:
         time.sleep(0.05)
 
 
+def _first_with(run: Run, zookeeper: ZooKeeperServer, chroot: str, act: Callable[[], None]) -> Any:
+    """The first run, with ``act()`` once it moved the cursor (see :meth:`Run.first`)."""
+    meta = meta_manager(zookeeper, chroot)
+
+    def fault(run: Run) -> None:
+        _wait_for_cursor_move(meta, run)
+        act()
+
+    try:
+        return run.first(fault)
+    finally:
+        meta.client.stop()
+        meta.client.close()
+
+
 def _assert_exact(mariadb: MariaDbServer, spark: Any, ns: str) -> None:
     diffs = lake_verify(mariadb, spark, {f"shop.{t}": f"lake.{ns}.{t}" for t in TABLES})
     assert all(d.equal for d in diffs), "\n".join(d.describe() for d in diffs)
@@ -129,20 +144,14 @@ def test_zookeeper_restarted_mid_run(
     goes on (or fails clearly naming ZooKeeper), and the result (or the next run's) is exact."""
     shop.changes(500)
     run = Run(shop, spark_warehouse, _namespace("zkrestart"))
-    meta = meta_manager(zookeeper, zk_chroot)
     port = zookeeper.port
 
-    def restart_zookeeper(run: Run) -> None:
-        _wait_for_cursor_move(meta, run)
+    def restart_zookeeper() -> None:
         zookeeper.stop(keep_data=True)
         time.sleep(2.0)
         zookeeper.start()
 
-    try:
-        result = run.first(restart_zookeeper)
-    finally:
-        meta.client.stop()
-        meta.client.close()
+    result = _first_with(run, zookeeper, zk_chroot, restart_zookeeper)
     print(f"\nZooKeeper restarted mid-run: {result!r}"[:600])
     assert zookeeper.port == port
     if isinstance(result, BaseException):
@@ -213,18 +222,8 @@ def test_mariadb_restarted_mid_drain(
     prefix, number = head.rsplit(".", 1)
     stop = f"{prefix}.{int(number) + 1:0{len(number)}d}:4"
     run = Run(shop, spark_warehouse, _namespace("mdbrestart"), stop_at=stop)
-    meta = meta_manager(zookeeper, zk_chroot)
     port = mariadb.port
-
-    def restart_mariadb(run: Run) -> None:
-        _wait_for_cursor_move(meta, run)
-        mariadb.restart()
-
-    try:
-        result = run.first(restart_mariadb)
-    finally:
-        meta.client.stop()
-        meta.client.close()
+    result = _first_with(run, zookeeper, zk_chroot, mariadb.restart)
     assert mariadb.port == port
     assert {t: mariadb.execute(f"SELECT COUNT(*) FROM shop.{t}")[0][0] for t in TABLES} == rows
     print(f"\nMariaDB restarted mid-drain: {result!r}"[:600])
