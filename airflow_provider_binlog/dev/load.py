@@ -12,8 +12,9 @@ One scenario::
 
     recreate the shop schema, write warmup changes, warm-up run (Spark starts, tables are created)
     writer thread: demo changes at `rate` statements/s, transactions of 1-5 statement groups
-    `runs` times: operator run (drains to the head seen at its start), then the lag; the next run
-                  starts `interval` s after the previous one started (at once when it took longer)
+    `runs` times (or for `duration` s): operator run (drains to the head seen at its start), then
+                  the lag; the next run starts `interval` s after the previous one started (at once
+                  when it took longer)
     stop the writer, one more run, then every lake table is compared with its source value by value
 
 **Lag** after a run: the wall clock at the run's end minus the commit time of the transaction the
@@ -181,6 +182,7 @@ def run_load(
     *,
     rate: float = 300.0,
     runs: int = 6,
+    duration: float | None = None,
     interval: float = 0.0,
     warmup_changes: int = 300,
     max_rows_per_commit: int = 200_000,
@@ -194,7 +196,8 @@ def run_load(
     :param warehouse: the Iceberg warehouse (used when this call starts Spark; a running session keeps
         its own); targets are ``lake.load_<random>.<table>``.
     :param rate: writer statements per second.
-    :param runs: operator runs while the writer runs.
+    :param runs: operator runs while the writer runs (at least).
+    :param duration: if given, runs go on until this many seconds passed since the writer started.
     :param interval: seconds from one run's start to the next one's (0: back to back).
     :param warmup_changes: changes written before the warm-up run.
     :param max_rows_per_commit: the operator's setting.
@@ -246,13 +249,14 @@ def run_load(
         with _connections(mariadb, zookeeper, chroot):
             warmup = one_run(0)
             writer.start()
-            figures = []
-            for n in range(1, runs + 1):
+            writing = time.monotonic()
+            figures: list[RunFigures] = []
+            while len(figures) < runs or (duration and time.monotonic() - writing < duration):
                 began = time.monotonic()
-                figures.append(one_run(n))
+                figures.append(one_run(len(figures) + 1))
                 time.sleep(max(0.0, interval - (time.monotonic() - began)))
             written = writer.stop()
-            final = one_run(runs + 1)
+            final = one_run(len(figures) + 1)
         spark = create_session(master=spark_master, warehouse=warehouse)
         conn = mariadb.connect()
         try:
