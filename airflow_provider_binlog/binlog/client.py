@@ -15,7 +15,8 @@ Protocol (over a pymysql connection, so native, caching_sha2 and TLS authenticat
                                u32 data_len, GTID set (Gtid_set::encode)
 
 Every packet after the dump command is ``0x00`` + one event (pymysql joins the 16 MB pieces of a
-large one), ``0xfe`` EOF (non-blocking dump at the end of the binlog) or ``0xff`` an error.
+large one), ``0xfe`` EOF (non-blocking dump at the end of the binlog; in a blocking dump the server
+ending it, as MariaDB does at shutdown: a lost connection) or ``0xff`` an error.
 
 Modes: blocking (wait for new events; heartbeats every ``heartbeat_period`` keep the connection
 alive, and ``idle_timeout`` without any packet counts as a lost connection), non-blocking (stop at
@@ -537,6 +538,11 @@ class BinlogStream:
                     continue
                 head = data[0]
                 if head == 0xFE and len(data) < 9:
+                    if self.blocking:  # the server ended the dump (MariaDB does so at shutdown)
+                        raise ConnectionLostError(
+                            f"{self.client.config.address} ended the binlog dump at {self.position}",
+                            self.position,
+                        )
                     return  # EOF: end of the binlog in non-blocking mode
                 if head != 0x00:
                     raise ServerError(f"unexpected packet 0x{head:02x} in the binlog stream")

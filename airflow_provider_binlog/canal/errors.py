@@ -61,5 +61,10 @@ class StartPositionError(CanalError):
     """The start position cannot be used (purged, not found, inside nothing the server has)."""
 
 
+class PurgedPositionError(StartPositionError):
+    """The binlog holding the position was purged: the changes since cannot be read; a new snapshot
+    of the tables is the way on."""
+
+
 class SchemaMismatchError(CanalError):
     """The known columns of a table do not fit a TABLE_MAP; decoding would misassign values."""

@@ -28,7 +28,7 @@ from airflow_provider_binlog.binlog.events_gtid import GtidEvent
 from airflow_provider_binlog.binlog.events_mariadb import MariadbGtidEvent
 from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.errors import StartPositionError
+from airflow_provider_binlog.canal.errors import PurgedPositionError, StartPositionError
 from airflow_provider_binlog.canal.meta.model import LogPosition
 from airflow_provider_binlog.errors import ConfigurationError
 
@@ -95,7 +95,8 @@ def side_client(client: ReplicationClient) -> ReplicationClient:
 def check_available(
     client: ReplicationClient, position: BinlogPosition, what: str = "start position"
 ) -> None:
-    """Raise :class:`StartPositionError` when ``position``'s file is no longer on the server."""
+    """Raise :class:`StartPositionError` when ``position``'s file is no longer on the server
+    (:class:`PurgedPositionError` when it was purged)."""
     files = client.binlog_files()
     names = [name for name, _ in files]
     if position.file in names:
@@ -106,7 +107,7 @@ def check_available(
             f"{what} {position} is beyond the newest binlog on {client.config.address} ({names[-1]}); "
             "check the position (was the server's binlog reset?)"
         )
-    raise StartPositionError(
+    raise PurgedPositionError(
         f"{what} {position} is in {position.file}, which was purged from {client.config.address}; "
         f"the oldest binlog there is {oldest}. The changes in between cannot be read any more: take a "
         "new snapshot of the tables and start this destination from the position of that snapshot "

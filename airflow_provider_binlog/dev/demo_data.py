@@ -78,6 +78,17 @@ def create_schema(conn: pymysql.Connection) -> None:
             cur.execute(ddl)
 
 
+def recreate_schema(conn: pymysql.Connection) -> str:
+    """Drop and create the ``shop`` database and its tables; return the binlog point (``file:pos``)
+    just before the creation, where a destination reading them all from the start begins."""
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{SCHEMA}`")
+        cur.execute("SHOW MASTER STATUS")
+        file, pos, *_ = cur.fetchone()
+    create_schema(conn)
+    return f"{file}:{pos}"
+
+
 def _customer(rng: random.Random, cid: int) -> tuple[Any, ...]:
     name = rng.choice(NAMES)
     return (

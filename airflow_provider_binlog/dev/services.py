@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pymysql
 
@@ -253,9 +254,43 @@ class MariaDbServer(_LocalServer):
     def log_tail(self, lines: int = 30) -> str:
         return _tail(self.log_path, lines)
 
+    def airflow_uri(self, user: str | None = None, password: str | None = None) -> str:
+        """An Airflow ``mysql`` connection URI (the replication user unless told otherwise)."""
+        user = user or self.repl_user
+        password = self.repl_password if password is None else password
+        return f"mysql://{quote(user)}:{quote(password, safe='')}@{self.host}:{self.port}"
+
     def restart(self) -> None:
+        """Stop and start again on the same port and data directory (binlogs and tables kept)."""
         self.stop(keep_data=True)
         self._launch()
+
+    def purge_binlogs_to(self, file: str, attempts: int = 40) -> None:
+        """``PURGE BINARY LOGS TO file``, until the oldest binlog left is ``file``.
+
+        A dump thread still reading an older file makes the server skip the purge with only a
+        warning, so binlog dump threads are killed first (their clients reconnect or were idle).
+        """
+        warnings: list[Any] = []
+        for _ in range(attempts):
+            for (pid,) in self.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'"
+            ):
+                with contextlib.suppress(pymysql.err.MySQLError):
+                    self.execute(f"KILL {int(pid)}")
+            conn = self.connect()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("PURGE BINARY LOGS TO %s", (file,))
+                    cur.execute("SHOW WARNINGS")
+                    warnings = list(cur.fetchall())
+                    cur.execute("SHOW BINARY LOGS")
+                    if cur.fetchall()[0][0] == file:
+                        return
+            finally:
+                conn.close()
+            time.sleep(0.25)
+        raise BinlogCdcError(f"could not purge the binlogs before {file} on port {self.port}: {warnings}")
 
 
 @dataclass
@@ -322,6 +357,10 @@ class ZooKeeperServer(_LocalServer):
         _stop_process(self.proc)
         raise ServiceStartError(f"ZooKeeper did not answer within 60 s; log tail:\n{_tail(self.log_path)}")
 
+    def airflow_uri(self, chroot: str, timeout: float = 4.0) -> str:
+        """An Airflow ``zookeeper`` connection URI on ``chroot`` with session timeout ``timeout``."""
+        return f"zookeeper://{self.hosts}{chroot}?timeout={timeout:g}"
+
     def four_letter(self, word: str) -> str:
         """Send a four-letter command; return the answer, or "" if the server does not answer."""
         try:
@@ -335,5 +374,6 @@ class ZooKeeperServer(_LocalServer):
             return ""
 
     def restart(self) -> None:
+        """Stop and start again on the same port and data directory (znodes and sessions kept)."""
         self.stop(keep_data=True)
         self.start()

@@ -295,6 +295,7 @@ class BinlogToSparkOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_binlog.canal.change import RowChange
+        from airflow_provider_binlog.canal.errors import PurgedPositionError
         from airflow_provider_binlog.canal.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
         from airflow_provider_binlog.canal.store import estimate_size
@@ -319,7 +320,13 @@ class BinlogToSparkOperator(BaseOperator):
             if self.snapshot != "never":
                 spark = self._initial_snapshot(hook, instance, routes)
             stop = self._stop_point(context, instance.client)
-            point = instance.subscribe(stop_at=stop, running_timeout=self.running_timeout)
+            try:
+                point = instance.subscribe(stop_at=stop, running_timeout=self.running_timeout)
+            except PurgedPositionError as exc:  # snapshot="when_needed" handled it before
+                raise PurgedPositionError(
+                    f"destination {self.destination}: {exc} This operator does that with "
+                    'snapshot="when_needed".'
+                ) from None
             self.log.info(
                 "destination %s: reading %s .. %s (start: %s)", self.destination, point, stop, point.reason
             )

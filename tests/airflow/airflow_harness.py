@@ -21,7 +21,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pymysql
 
@@ -36,14 +35,12 @@ ZK_TIMEOUT = 4  # seconds: a killed task's running node goes away this fast
 
 def mysql_uri(mariadb: MariaDbServer, user: str | None = None, password: str | None = None) -> str:
     """An Airflow ``mysql`` connection URI (the replication user unless told otherwise)."""
-    user = user or mariadb.repl_user
-    password = mariadb.repl_password if password is None else password
-    return f"mysql://{quote(user)}:{quote(password, safe='')}@{mariadb.host}:{mariadb.port}"
+    return mariadb.airflow_uri(user, password)
 
 
 def zookeeper_uri(zookeeper: ZooKeeperServer, chroot: str, timeout: float = ZK_TIMEOUT) -> str:
     """A ``zookeeper`` connection URI on ``chroot`` with a short session timeout."""
-    return f"zookeeper://{zookeeper.hosts}{chroot}?timeout={timeout:g}"
+    return zookeeper.airflow_uri(chroot, timeout)
 
 
 @dataclass
@@ -108,11 +105,8 @@ class Shop:
 
 def fresh_shop(mariadb: MariaDbServer) -> Shop:
     """Drop and recreate the ``shop`` schema; the binlog point before its creation is the start."""
-    mariadb.execute("DROP DATABASE IF EXISTS shop")
-    (file, pos, *_), *_ = mariadb.execute("SHOW MASTER STATUS")
     conn = mariadb.connect()
-    demo_data.create_schema(conn)
-    return Shop(mariadb, f"{file}:{pos}", conn)
+    return Shop(mariadb, demo_data.recreate_schema(conn), conn)
 
 
 @dataclass

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
 import uuid
 from typing import Any
 
@@ -22,31 +20,6 @@ def _op(destination: str, ns: str, warehouse: str, **kw: Any) -> BinlogToSparkOp
         task_id="load", destination=destination, tables={"shop.*": f"lake.{ns}.{{table}}"},
         warehouse=warehouse, spark_master="local[2]", stop_spark=False, snapshot_chunk_size=100, **kw,
     )  # fmt: skip
-
-
-def _purge_to(mariadb: MariaDbServer, head: str) -> None:
-    """PURGE BINARY LOGS TO ``head``; dump threads still on an older file (earlier tests of the
-    session) make the server skip the purge with a warning, so they are killed first."""
-    warnings: list[Any] = []
-    for _ in range(40):
-        for (pid,) in mariadb.execute(
-            "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'"
-        ):
-            with contextlib.suppress(Exception):
-                mariadb.execute(f"KILL {int(pid)}")
-        conn = mariadb.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"PURGE BINARY LOGS TO '{head}'")
-                cur.execute("SHOW WARNINGS")
-                warnings = list(cur.fetchall())
-                cur.execute("SHOW BINARY LOGS")
-                if cur.fetchall()[0][0] == head:
-                    return
-        finally:
-            conn.close()
-        time.sleep(0.25)
-    raise AssertionError(f"could not purge the binlogs before {head}: {warnings}")
 
 
 def test_snapshot_mode_is_checked() -> None:
@@ -79,7 +52,7 @@ def test_initial_snapshot_then_binlog_and_purged_cursor(
         shop.changes(50)
         mariadb.execute("FLUSH BINARY LOGS")
         (head, *_), *_ = mariadb.execute("SHOW MASTER STATUS")
-        _purge_to(mariadb, head)
+        mariadb.purge_binlogs_to(head)
         summary = _op(dest, ns, spark_warehouse, snapshot="when_needed").execute(make_context(run_id="r3"))
         assert all(d.equal for d in lake_verify(mariadb, spark, tables))
         cursor = meta.get_cursor(ident).value
