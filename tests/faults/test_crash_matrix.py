@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from airflow_harness import Shop, in_catalog, mysql_uri, warehouse_catalog, zookeeper_uri
-from conftest import FIGURES
+from figures import FIGURES
 
 from airflow_provider_binlog.dev.crash import CrashMatrix, RunSpec
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer

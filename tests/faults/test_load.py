@@ -2,8 +2,8 @@
 drain back to back; the lag after each run stays bounded and, once the writer stops, one more run
 leaves the lake equal to the source (:func:`airflow_provider_binlog.dev.load.run_load`).
 
-The figures (per-run changes, seconds and lag) are printed and written to ``load-figures.txt`` in
-the test's ``tmp_path`` (its path is printed too). A larger setting runs through the benchmark.
+The figures (per-run changes, seconds and lag) go to the run's "fault suite figures" summary and
+to ``load-figures.txt`` in the test's ``tmp_path``. A larger setting runs through the benchmark.
 
 The bound, per run: the cursor reached the head the run saw at its start, so the lag at the run's
 end is at most the run's own time plus ``LAG_SLACK`` (the cursor's time is in whole seconds, and
@@ -19,6 +19,7 @@ from statistics import mean
 from typing import Any
 
 import pytest
+from figures import FIGURES
 from own_servers import own_server
 
 from airflow_provider_binlog.dev.load import run_load
@@ -48,7 +49,7 @@ def test_lag_stays_bounded_under_a_steady_writer(
     text = "\n".join(report.lines())
     figures = tmp_path / "load-figures.txt"
     figures.write_text(text + "\n")
-    print(f"\n{text}\nfigures: {figures}")
+    FIGURES.append(f"load, {RATE} statements/s, {RUNS} runs:\n{text}")
 
     assert report.equal, text
     assert report.written >= 0.8 * RATE * report.writer_seconds, f"the writer fell behind its rate\n{text}"

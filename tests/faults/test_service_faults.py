@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from airflow_harness import Shop, lake_verify, make_context, meta_manager
+from figures import FIGURES
 from kazoo.client import KazooClient
 from own_servers import own_server
 
@@ -152,7 +153,7 @@ def test_zookeeper_restarted_mid_run(
         zookeeper.start()
 
     result = _first_with(run, zookeeper, zk_chroot, restart_zookeeper)
-    print(f"\nZooKeeper restarted mid-run: {result!r}"[:600])
+    FIGURES.append(f"ZooKeeper restarted mid-run: {result!r}"[:600])
     assert zookeeper.port == port
     if isinstance(result, BaseException):
         assert "ZooKeeper" in str(result), f"unclear failure: {type(result).__name__}: {result}"
@@ -190,7 +191,7 @@ def test_zookeeper_session_expired_mid_run(
 
     try:
         result = run.first(expire_session)
-        print(f"\nsession expired mid-run: {result!r}"[:600])
+        FIGURES.append(f"session expired mid-run: {result!r}"[:600])
         assert isinstance(result, SessionLostError), f"{type(result).__name__}: {result}"
         assert "session" in str(result) and "expired" in str(result), str(result)
         assert meta.get_cursor(run.identity) == seen["cursor"], "the expired run wrote the cursor"
@@ -226,7 +227,7 @@ def test_mariadb_restarted_mid_drain(
     result = _first_with(run, zookeeper, zk_chroot, mariadb.restart)
     assert mariadb.port == port
     assert {t: mariadb.execute(f"SELECT COUNT(*) FROM shop.{t}")[0][0] for t in TABLES} == rows
-    print(f"\nMariaDB restarted mid-drain: {result!r}"[:600])
+    FIGURES.append(f"MariaDB restarted mid-drain: {result!r}"[:600])
     if isinstance(result, BaseException):
         raise AssertionError(f"the run did not survive the restart: {type(result).__name__}: {result}")
     assert "reconnecting" in caplog.text, "the reader never lost its connection"
@@ -267,7 +268,9 @@ def test_binlog_rotations_inside_a_transaction_heavy_stretch(
         rotator.join(30)
         written = writer.stop()
     rotations = len(mariadb.execute("SHOW BINARY LOGS")) - files_before
-    print(f"\nrotations: {rotations}, statements written: {written}, first run: {result['changes']} changes")
+    FIGURES.append(
+        f"rotations: {rotations}, statements written: {written}, first run: {result['changes']} changes"
+    )
     assert rotations >= 20 and written >= 500
     assert result["start"].split(":")[0] < result["end"].split(":")[0], "the first run read one file only"
     assert run.again()["changes"] > 0
@@ -300,7 +303,7 @@ def test_purged_cursor_binlog_fails_then_snapshot_recovers(
         with pytest.raises(PurgedPositionError) as failed:
             run.again()
         message = str(failed.value)
-        print(f"\npurged cursor: {message}")
+        FIGURES.append(f"purged cursor: {message}")
         assert cursor.value is not None and cursor.value.journal_name is not None
         assert f"stored cursor {cursor.value.binlog_position}" in message, message
         assert f"{cursor.value.journal_name}, which was purged" in message, message
