@@ -300,8 +300,11 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.canal.store import estimate_size
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.merge import ChangeMerger
+        from airflow_provider_binlog.lake.sql import check_target
 
         routes = Routes(dict(self.tables))
+        for pattern, name in routes.routes.items():
+            check_target(name, pattern)
         ti = context["ti"]
         run_id = str(context.get("run_id") or "manual")
         label = f"{ti.dag_id}/{ti.task_id}/{run_id}/try-{ti.try_number}"
