@@ -50,9 +50,23 @@ def run_fails(op: BinlogToSparkOperator, *secrets: str) -> BaseException:
     return failed.value
 
 
-def cursor(zookeeper: ZooKeeperServer, chroot: str, destination: str) -> BinlogPosition | None:
-    """The destination's acked cursor in ZooKeeper (``None`` when it has none)."""
-    meta = meta_manager(zookeeper, chroot)
+def cursor(
+    zookeeper: ZooKeeperServer, chroot: str, destination: str, auth: tuple[str, str] | None = None
+) -> BinlogPosition | None:
+    """The destination's acked cursor in ZooKeeper (``None`` when it has none).
+
+    :param auth: digest ``(user, password)`` when the nodes are the ``creator`` ACL's.
+    """
+    if auth is None:
+        meta = meta_manager(zookeeper, chroot)
+    else:
+        from kazoo.client import KazooClient
+
+        from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+
+        client = KazooClient(hosts=zookeeper.hosts + chroot, auth_data=[("digest", ":".join(auth))])
+        client.start(timeout=15)
+        meta = ZooKeeperMetaManager(client)
     try:
         value = meta.get_cursor(ClientIdentity(destination, 1001)).value
     finally:
