@@ -63,7 +63,7 @@ from airflow_provider_binlog.binlog.errors import ConnectionLostError, PurgedBin
 from airflow_provider_binlog.binlog.event import Event, UnknownEvent
 from airflow_provider_binlog.binlog.events import RotateEvent
 from airflow_provider_binlog.binlog.events_gtid import GtidEvent
-from airflow_provider_binlog.binlog.events_mariadb import MariadbGtidEvent
+from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, MariadbGtidEvent
 from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
@@ -91,7 +91,7 @@ from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint, StartSpec, resolve_start, side_client
 from airflow_provider_binlog.canal.store import Batch, EventStore, StoreResetError
-from airflow_provider_binlog.canal.unreadable import check_rotate, skip_unknown, unreadable
+from airflow_provider_binlog.canal.unreadable import FileGapCheck, check_rotate, skip_unknown, unreadable
 from airflow_provider_binlog.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -223,6 +223,7 @@ class CanalInstance:
         self._last_event_ts = 0
         self._caught_up = False
         self._unknown_warned: set[int] = set()
+        self._gaps = FileGapCheck()
         self.reconnects = 0
 
     def __repr__(self) -> str:
@@ -614,6 +615,7 @@ class CanalInstance:
             ctx.schema_resolver = resolver
         self._txn = _Txn()
         self._pending_end = None
+        self._gaps = FileGapCheck()
         try:
             for event in stream:
                 if self._stop.is_set() or self._restart.is_set():
@@ -666,6 +668,7 @@ class CanalInstance:
             txn.gtid = str(body.gtid)
             txn.open = not body.standalone
             txn.start = event.position if txn.open else None
+            self._gaps.gtid(body)
             txn.has_rows = False
             txn.commit_ts = 0
         elif isinstance(body, QueryEvent):
@@ -676,6 +679,8 @@ class CanalInstance:
             check_rotate(event, body, txn.start if txn.open else None)
         elif isinstance(body, UnknownEvent):
             skip_unknown(event, self._unknown_warned, self.config.destination)
+        elif isinstance(body, GtidListEvent):
+            self._gaps.gtid_list(event, body)
 
     def _advance_gtid(self) -> str | None:
         g = self._txn.gtid

@@ -10,8 +10,11 @@ A replica may not skip what it cannot read, or the lake silently misses changes.
 * **A transaction cut off by the end of its file.** A transaction never spans two binlog files; a
   ROTATE (real or the server's artificial one when it moves to the next file) while a transaction
   is open means its file was cut short (truncated at an event boundary). Reading stops there.
-  A file cut exactly between two transactions looks like a file closed by a crash and is not
-  detected.
+* **Whole transactions missing at the end of a file** (MariaDB). The GTID_LIST event at the start of
+  a file holds the last GTID per domain written before it: for every domain read in the previous
+  file, the last GTID read must be the listed one (:class:`FileGapCheck`). A file cut exactly
+  between two transactions with no GTID of that domain read before the cut (or a MySQL source) is
+  not detected: it looks like a file closed by a crash.
 * **Damaged bytes.** A CRC32 mismatch (:class:`~airflow_provider_binlog.binlog.errors.ChecksumError`),
   bytes that do not decode, and the server refusing to send a file it cannot read itself (error
   1236, e.g. "binlog truncated in the middle of event") all stop reading.
@@ -30,6 +33,7 @@ from airflow_provider_binlog.binlog.constants import EventFlag
 from airflow_provider_binlog.binlog.errors import ChecksumError, DecodeError, PurgedBinlogError, ServerError
 from airflow_provider_binlog.binlog.event import Event
 from airflow_provider_binlog.binlog.events import RotateEvent
+from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, MariadbGtidEvent
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.errors import UnreadableBinlogError
 
@@ -71,6 +75,35 @@ def check_rotate(event: Event, body: RotateEvent, txn_start: BinlogPosition | No
         event_type=event.type_name,
         position=f"{event.file}:{event.pos}" if event.pos else None,
     )
+
+
+class FileGapCheck:
+    """Compare the last GTID read per domain with the next file's GTID_LIST (see the module docstring).
+
+    One per dump connection: what it saw before a reconnect does not count.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, int] = {}  # domain -> last seq_no read since the last GTID_LIST
+
+    def gtid(self, body: MariadbGtidEvent) -> None:
+        self._seen[body.domain_id] = body.seq_no
+
+    def gtid_list(self, event: Event, body: GtidListEvent) -> None:
+        """Raise when the list says a domain wrote beyond the last GTID read for it."""
+        listed: dict[int, int] = {}
+        for g in body.gtids.gtids:
+            listed[g.domain_id] = max(g.seq_no, listed.get(g.domain_id, 0))
+        seen, self._seen = self._seen, {}
+        for domain, seq in sorted(seen.items()):
+            if listed.get(domain, seq) > seq:
+                raise DecodeError(
+                    f"transactions are missing: the last GTID of domain {domain} read before {event.file} "
+                    f"has sequence {seq}, but the GTID_LIST of {event.file} says {listed[domain]} was "
+                    "written before it: the previous file was cut short (truncated?)",
+                    event_type=event.type_name,
+                    position=f"{event.file}:{event.pos}",
+                )
 
 
 def unreadable(

@@ -29,24 +29,20 @@ ROW_V1 = "WRITE_ROWS_EVENT_V1"
 IGNORABLE = int(EventFlag.LOG_EVENT_IGNORABLE_F)
 
 
-def _server(**kwargs: Any) -> Iterator[MariaDbServer]:
-    server = MariaDbServer(**kwargs).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
 def damaged() -> Iterator[MariaDbServer]:
     """A MariaDB of these tests alone (CRC32 checksums): its binlog files get damaged."""
-    yield from _server(server_id=41)
+    server = MariaDbServer(server_id=41).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")
 def damaged_nochecksum() -> Iterator[MariaDbServer]:
     """The same with ``binlog_checksum=NONE``."""
-    yield from _server(server_id=42, checksum="NONE")
+    server = MariaDbServer(server_id=42, checksum="NONE").start()
+    yield server
+    server.stop()
 
 
 class Case:
@@ -60,11 +56,14 @@ class Case:
         self.warehouse = warehouse
         self.zookeeper, self.chroot = zookeeper, chroot
 
-    def fails(self) -> UnreadableBinlogError:
+    def fails(self, *may_reach: str) -> UnreadableBinlogError:
+        """Run; it must fail reading the binlog, the cursor staying at the start (or at one of
+        ``may_reach``: ends of complete transactions before the damage)."""
         op = operator(self.destination, self.tables, self.warehouse, start_from=self.binlog.start)
         err = run_fails(op, self.binlog.server.repl_password)
         assert isinstance(err, UnreadableBinlogError), f"{type(err).__name__}: {err}"
-        assert self.cursor() == BinlogPosition.parse(self.binlog.start), "the cursor moved"
+        allowed = [BinlogPosition.parse(p) for p in (self.binlog.start, *may_reach)]
+        assert self.cursor() in allowed, "the cursor moved past the damage"
         return err
 
     def cursor(self) -> BinlogPosition | None:
@@ -89,10 +88,6 @@ def source(monkeypatch: pytest.MonkeyPatch, conns: dict[str, str], damaged: Mari
     return damaged
 
 
-def _case(binlog: ClosedBinlog, spark_warehouse: str, zookeeper: ZooKeeperServer, zk_chroot: str) -> Case:
-    return Case(binlog, spark_warehouse, zookeeper, zk_chroot)
-
-
 def _events_cli(path: str, capsys: pytest.CaptureFixture[str]) -> str:
     """``binlog-cdc events --file path``: must exit 1; returns its error line."""
     capsys.readouterr()
@@ -111,7 +106,7 @@ def test_flipped_byte_with_checksums(
     binlog = closed_binlog(source)
     bad = binlog.rows_events()[0]
     binlog.write(binlog.flip(bad.pos + 25))
-    case = _case(binlog, spark_warehouse, zookeeper, zk_chroot)
+    case = Case(binlog, spark_warehouse, zookeeper, zk_chroot)
     err = case.fails()
     text = str(err)
     assert "checksum mismatch: stored CRC32 0x" in text, text
@@ -144,7 +139,7 @@ def test_flipped_byte_without_checksums(
     binlog = closed_binlog(damaged_nochecksum)
     bad = binlog.rows_events()[0]
     binlog.write(binlog.flip(bad.pos + HEADER_LEN))
-    err = _case(binlog, spark_warehouse, zookeeper, zk_chroot).fails()
+    err = Case(binlog, spark_warehouse, zookeeper, zk_chroot).fails()
     text = str(err)
     assert "without a preceding TABLE_MAP" in text, text
     assert f"({ROW_V1} at {binlog.where(bad)})" in text, text
@@ -170,7 +165,7 @@ def test_file_cut_inside_an_event(
     binlog = closed_binlog(source)
     bad = binlog.rows_events()[0]
     binlog.write(binlog.original[: bad.pos + 20])
-    err = _case(binlog, spark_warehouse, zookeeper, zk_chroot).fails()
+    err = Case(binlog, spark_warehouse, zookeeper, zk_chroot).fails()
     text = str(err)
     assert f"cannot read the binlog after {binlog.start}" in text, text
     assert "(error 1236): binlog truncated in the middle of event" in text
@@ -193,13 +188,36 @@ def test_file_cut_between_events_of_a_transaction(
     binlog = closed_binlog(source)
     bad = binlog.rows_events()[0]
     binlog.write(binlog.original[: bad.pos])
-    err = _case(binlog, spark_warehouse, zookeeper, zk_chroot).fails()
+    err = Case(binlog, spark_warehouse, zookeeper, zk_chroot).fails()
     text = str(err)
     begun = binlog.event("GTID_EVENT")
     assert (
         f"the transaction begun at {binlog.where(begun)} has no COMMIT/XID before the binlog moves on" in text
     )
     assert f"file {bad.file} was cut short (truncated?) (ROTATE_EVENT" in text, text
+    assert "restore it" in text
+
+
+def test_file_cut_between_transactions(
+    source: MariaDbServer, spark: Any, spark_warehouse: str, zookeeper: ZooKeeperServer, zk_chroot: str
+) -> None:  # fmt: skip
+    """The file ends right after the first row transaction's XID: the server moves on to the next
+    file, whose GTID_LIST says two more transactions were written: reading stops there, naming both
+    sequence numbers (the first transaction may have been loaded; nothing after it was)."""
+    binlog = closed_binlog(source)
+    gtid = binlog.event("GTID_EVENT")
+    xid = binlog.event("XID_EVENT", after=gtid)
+    binlog.write(binlog.original[: xid.end_pos])
+    err = Case(binlog, spark_warehouse, zookeeper, zk_chroot).fails(f"{xid.file}:{xid.end_pos}")
+    stem, number = xid.file.rsplit(".", 1)
+    following = f"{stem}.{int(number) + 1:0{len(number)}d}"
+    seq = gtid.body.seq_no
+    text = str(err)
+    assert (
+        f"transactions are missing: the last GTID of domain 0 read before {following} has sequence {seq}, "
+        f"but the GTID_LIST of {following} says {seq + 2} was written before it: the previous file was "
+        f"cut short (truncated?) (GTID_LIST_EVENT at {following}:"
+    ) in text, text
     assert "restore it" in text
 
 
@@ -216,7 +234,7 @@ def test_unknown_event_types(
     binlog = closed_binlog(source)
     row = binlog.rows_events()[0]
     binlog.write(binlog.retype(row, 200))
-    case = _case(binlog, spark_warehouse, zookeeper, zk_chroot)
+    case = Case(binlog, spark_warehouse, zookeeper, zk_chroot)
     err = case.fails()
     text = str(err)
     assert (

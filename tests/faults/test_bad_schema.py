@@ -29,8 +29,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 class Table:
     """``db.t`` on the session's MariaDB, routed to ``lake.<ns>.t`` by its own destination."""
 
-    def __init__(self, mariadb: MariaDbServer, prefix: str, ddl: str, warehouse: str) -> None:
+    def __init__(
+        self, mariadb: MariaDbServer, prefix: str, ddl: str, warehouse: str, zookeeper: ZooKeeperServer,
+        chroot: str,
+    ) -> None:  # fmt: skip
         self.mariadb = mariadb
+        self.zookeeper, self.chroot = zookeeper, chroot
         self.db, ns = names(prefix)
         self.destination = f"{prefix}-{ns}"
         self.source, self.target = f"{self.db}.t", f"lake.{ns}.t"
@@ -66,11 +70,14 @@ class Table:
         summary: dict[str, Any] = op.execute(make_context(try_number=try_number))
         return summary
 
-    def fails(self, expected: type[Exception], **kwargs: Any) -> str:
-        op = operator(self.destination, self.tables, self.warehouse, start_from=self.start, **kwargs)
+    def fails(self, expected: type[Exception], message: str, cursor_at: str) -> None:
+        """A run fails with ``expected``: ``message``, then the place of the first change after
+        ``cursor_at``; the cursor stays at ``cursor_at``."""
+        op = operator(self.destination, self.tables, self.warehouse, start_from=self.start)
         err = run_fails(op, self.mariadb.repl_password)
         assert isinstance(err, expected), f"{type(err).__name__}: {err}"
-        return str(err)
+        assert f"{message} (first change at {self.first_change(cursor_at)})" in str(err), str(err)
+        assert cursor(self.zookeeper, self.chroot, self.destination) == BinlogPosition.parse(cursor_at)
 
     def assert_equal(self, spark: Any, key_columns: tuple[str, ...] | None = None) -> None:
         if key_columns is None:
@@ -91,16 +98,15 @@ def test_table_without_primary_key(
 ) -> None:  # fmt: skip
     """No primary key and no key_columns: fails naming the table and both fixes; with
     ``key_columns`` the same changes merge exactly."""
-    t = Table(mariadb, "nopk", "(id INT NOT NULL, v VARCHAR(20))", spark_warehouse)
+    t = Table(mariadb, "nopk", "(id INT NOT NULL, v VARCHAR(20))", spark_warehouse, zookeeper, zk_chroot)
     t.sql("INSERT INTO {t} VALUES (1, 'a'), (2, 'b'), (3, 'c')", "UPDATE {t} SET v = 'B' WHERE id = 2",
           "DELETE FROM {t} WHERE id = 3")  # fmt: skip
-    text = t.fails(MissingKeyError)
-    assert (
+    t.fails(
+        MissingKeyError,
         f"table {t.source} (target {t.target}) has no primary key: give it one, or set target_options "
-        "TargetOptions(key_columns=(...)) for it, or TargetOptions(append_only=True) "
-        f"(first change at {t.first_change(t.start)})"
-    ) in text, text
-    assert cursor(zookeeper, zk_chroot, t.destination) == BinlogPosition.parse(t.start)
+        "TargetOptions(key_columns=(...)) for it, or TargetOptions(append_only=True)",
+        t.start,
+    )
 
     t.run(try_number=2, target_options=TargetOptions(key_columns=("id",)))
     t.assert_equal(spark, key_columns=("id",))
@@ -112,16 +118,16 @@ def test_decimal_wider_than_the_lake(
 ) -> None:  # fmt: skip
     """DECIMAL(65,4) exceeds Iceberg's 38 digits: fails naming the column and the option; with
     ``decimal_overflow='string'`` the exact digits land as text."""
-    t = Table(mariadb, "widedec", "(id INT PRIMARY KEY, amount DECIMAL(65,4))", spark_warehouse)
+    t = Table(mariadb, "widedec", "(id INT PRIMARY KEY, amount DECIMAL(65,4))", spark_warehouse, zookeeper,
+              zk_chroot)  # fmt: skip
     t.sql("INSERT INTO {t} VALUES (1, 12345678901234567890123456789012345678901234567890.1234), "
           "(2, -0.0001), (3, NULL)")  # fmt: skip
-    text = t.fails(TypeMappingError)
-    assert (
+    t.fails(
+        TypeMappingError,
         f"column 'amount' of {t.source}: DECIMAL(65,4) exceeds Iceberg's maximum precision 38; set "
-        "TargetOptions(types=TypeOptions(decimal_overflow='string')) to store it as text "
-        f"(first change at {t.first_change(t.start)})"
-    ) in text, text
-    assert cursor(zookeeper, zk_chroot, t.destination) == BinlogPosition.parse(t.start)
+        "TargetOptions(types=TypeOptions(decimal_overflow='string')) to store it as text",
+        t.start,
+    )
 
     t.run(try_number=2, target_options=TargetOptions(types=TypeOptions(decimal_overflow="string")))
     t.assert_equal(spark)
@@ -134,26 +140,25 @@ def test_column_type_changed_incompatibly(
     """A VARCHAR column becomes INT after the lake table holds it as string: the next run fails naming
     the column, both types and the fix, at the first change with the new type; the cursor stays at
     the first run's end. Dropping the lake table and running with ``snapshot='when_needed'`` reloads it."""
-    t = Table(mariadb, "retype", "(id INT PRIMARY KEY, code VARCHAR(10))", spark_warehouse)
+    t = Table(mariadb, "retype", "(id INT PRIMARY KEY, code VARCHAR(10))", spark_warehouse, zookeeper,
+              zk_chroot)  # fmt: skip
     t.sql("INSERT INTO {t} VALUES (1, '10'), (2, '20')")
     first = t.run()
     t.assert_equal(spark)
-    end = BinlogPosition.parse(first["end"])
-    assert cursor(zookeeper, zk_chroot, t.destination) == end
+    assert cursor(zookeeper, zk_chroot, t.destination) == BinlogPosition.parse(first["end"])
 
     t.sql(
         "ALTER TABLE {t} MODIFY code INT",
         "INSERT INTO {t} VALUES (3, 30)",
         "UPDATE {t} SET code = 11 WHERE id = 1",
     )
-    text = t.fails(SchemaEvolutionError)
-    assert (
+    t.fails(
+        SchemaEvolutionError,
         f"column 'code' of {t.target}: the Iceberg type string cannot change to int (only int->bigint, "
         "float->double and wider decimal precision are allowed). Reload the table: drop it and run with "
-        "snapshot='when_needed', or load it under a new destination with snapshot='initial' "
-        f"(first change at {t.first_change(first['end'])})"
-    ) in text, text
-    assert cursor(zookeeper, zk_chroot, t.destination) == end
+        "snapshot='when_needed', or load it under a new destination with snapshot='initial'",
+        first["end"],
+    )
 
     spark.sql(f"DROP TABLE {t.target}")
     t.run(try_number=2, snapshot="when_needed")
