@@ -735,7 +735,9 @@ class CanalInstance:
         txn = self._txn
         if upper == "BEGIN" or upper.startswith("XA "):
             txn.open = True
-            txn.start = txn.start or event.position
+            # XA COMMIT/ROLLBACK of a prepared transaction end their group without an XID after them
+            done = upper.startswith(("XA COMMIT", "XA ROLLBACK"))
+            txn.start = None if done else txn.start or event.position
             return
         if upper.startswith("COMMIT") or upper.startswith("ROLLBACK"):
             self._end(event, generation)

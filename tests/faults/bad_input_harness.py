@@ -132,15 +132,24 @@ class ClosedBinlog:
 
 
 def closed_binlog(server: MariaDbServer, rows: int = 3) -> ClosedBinlog:
-    """Create a database with table ``t``, write ``rows`` rows (one transaction each) into a fresh
-    binlog file and close it with ``FLUSH BINARY LOGS``."""
+    """Create a database with table ``t``, write ``rows`` rows (one transaction each, the last an XA
+    transaction, so the file ends with XA COMMIT, a group without XID) into a fresh binlog file and
+    close it with ``FLUSH BINARY LOGS``."""
     db = f"bad_{uuid.uuid4().hex[:8]}"
     server.execute(f"CREATE DATABASE {db}")
     server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(40), n DECIMAL(10,2))")
     server.execute("FLUSH BINARY LOGS")
     (file, pos, *_), *_ = server.execute("SHOW MASTER STATUS")
-    for i in range(1, rows + 1):
-        server.execute(f"INSERT INTO {db}.t VALUES ({i}, 'row {i}', {i}.25)")
+    insert = f"INSERT INTO {db}.t VALUES (%s, %s, %s)"
+    for i in range(1, rows):
+        server.execute(insert, (i, f"row {i}", f"{i}.25"))
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            for sql in ("XA START 'bad'", insert, "XA END 'bad'", "XA PREPARE 'bad'", "XA COMMIT 'bad'"):
+                cur.execute(sql, (rows, f"row {rows}", f"{rows}.25") if sql == insert else None)
+    finally:
+        conn.close()
     server.execute("FLUSH BINARY LOGS")
     path = server.datadir / str(file)
     return ClosedBinlog(server, db, path, f"{file}:{pos}", list(read_binlog_file(path)), path.read_bytes())
