@@ -110,6 +110,8 @@ class ReplicationConfig:
         the server's certificate); ``None`` leaves pymysql's default (TLS when the server offers
         it, without verification).
     :param annotate_rows: ask MariaDB for ANNOTATE_ROWS events (the SQL behind row events).
+    :param origin: where these settings come from, named by a rejected login (e.g. ``connection
+        'mysql_default'``) so the message says what to fix.
     """
 
     host: str
@@ -122,6 +124,7 @@ class ReplicationConfig:
     connect_timeout: float = 10.0
     ssl: dict[str, Any] | None = field(default=None, repr=False)
     annotate_rows: bool = True
+    origin: str = ""
 
     @property
     def address(self) -> str:
@@ -195,7 +198,8 @@ class ReplicationClient:
         if not isinstance(code, int):
             return ConnectionLostError(f"connection to {self.config.address} lost: {text}", position)
         if code in (ER_ACCESS_DENIED, ER_ACCESS_DENIED_NO_PASSWORD):
-            return AuthenticationError(f"access denied for {where} (error {code}): {text}", code)
+            fix = f"; check the user and password of {self.config.origin}" if self.config.origin else ""
+            return AuthenticationError(f"access denied for {where} (error {code}): {text}{fix}", code)
         if code in (ER_DBACCESS_DENIED, ER_SPECIFIC_ACCESS_DENIED, ER_TABLEACCESS_DENIED):
             return PrivilegeError(
                 f"{where} lacks a privilege (error {code}): {text}. The replication user needs "

@@ -107,7 +107,8 @@ def register(*codes: int) -> Callable[[type[B]], type[B]]:
 
 @dataclass(frozen=True, slots=True)
 class UnknownEvent:
-    """An event whose type code no supported server defines; its bytes are kept, reading goes on."""
+    """An event whose type code no supported server defines; its bytes are kept and the parser goes on
+    (a replica skips it only when its header has LOG_EVENT_IGNORABLE_F: see ``canal/unreadable.py``)."""
 
     type_code: int
     data: bytes

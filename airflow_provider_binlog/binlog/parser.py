@@ -22,7 +22,9 @@ Special cases:
   column bitmaps) inflated here; the result is decoded by the body class registered for the
   uncompressed code (23-25 for the V1 variants 166-168, 30-32 for 169-171), with
   ``ctx.header.type_code`` set to that code while it decodes. The envelope keeps the real header.
-* Codes with no registered body become :class:`~.event.UnknownEvent` keeping their bytes.
+* Codes with no registered body become :class:`~.event.UnknownEvent` keeping their bytes (whether
+  to skip one is the consumer's decision: the canal instance skips only those the server flagged
+  LOG_EVENT_IGNORABLE_F, see :mod:`airflow_provider_binlog.canal.unreadable`).
 * Any failure while decoding a body is a :class:`~.errors.DecodeError` naming the event type and
   ``file:pos``; a CRC mismatch is always a :class:`~.errors.ChecksumError`. Encrypted binlogs raise
   :class:`~.errors.UnsupportedError`.

@@ -68,3 +68,18 @@ class PurgedPositionError(StartPositionError):
 
 class SchemaMismatchError(CanalError):
     """The known columns of a table do not fit a TABLE_MAP; decoding would misassign values."""
+
+
+class UnreadableBinlogError(CanalError):
+    """The binlog cannot be read past a point: damaged bytes, a file cut short, or an event type that
+    may not be skipped. Nothing from that point on is handed out, so no cursor moves past it.
+
+    :param message: what is wrong, where, and what to do.
+    :param position: ``file:pos`` of the event that cannot be read, when known.
+    :param event_type: MySQL's name of that event's type, when known.
+    """
+
+    def __init__(self, message: str, position: str | None = None, event_type: str | None = None) -> None:
+        self.position = position
+        self.event_type = event_type
+        super().__init__(message)

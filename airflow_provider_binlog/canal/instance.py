@@ -60,9 +60,10 @@ import pymysql
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.errors import ConnectionLostError, PurgedBinlogError
-from airflow_provider_binlog.binlog.event import Event
+from airflow_provider_binlog.binlog.event import Event, UnknownEvent
+from airflow_provider_binlog.binlog.events import RotateEvent
 from airflow_provider_binlog.binlog.events_gtid import GtidEvent
-from airflow_provider_binlog.binlog.events_mariadb import MariadbGtidEvent
+from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, MariadbGtidEvent
 from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
@@ -90,6 +91,7 @@ from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint, StartSpec, resolve_start, side_client
 from airflow_provider_binlog.canal.store import Batch, EventStore, StoreResetError
+from airflow_provider_binlog.canal.unreadable import FileGapCheck, check_rotate, skip_unknown, unreadable
 from airflow_provider_binlog.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,7 @@ class InstanceConfig:
 class _Txn:
     gtid: str | None = None
     open: bool = False
+    start: BinlogPosition | None = None  # where the open transaction began
     has_rows: bool = False
     commit_ts: int = 0
 
@@ -219,6 +222,8 @@ class CanalInstance:
         self._last_put_time = 0.0
         self._last_event_ts = 0
         self._caught_up = False
+        self._unknown_warned: set[int] = set()
+        self._gaps = FileGapCheck()
         self.reconnects = 0
 
     def __repr__(self) -> str:
@@ -579,7 +584,7 @@ class CanalInstance:
             self._error = StartPositionError(str(exc))
         except Exception as exc:
             if not self.store.closed:
-                self._error = exc
+                self._error = unreadable(exc, self.config.destination, self.client, self._resume) or exc
                 log.error("destination %s: reading stopped: %s", self.config.destination, exc)
         finally:
             self._finished = True
@@ -610,6 +615,7 @@ class CanalInstance:
             ctx.schema_resolver = resolver
         self._txn = _Txn()
         self._pending_end = None
+        self._gaps = FileGapCheck()
         try:
             for event in stream:
                 if self._stop.is_set() or self._restart.is_set():
@@ -655,17 +661,26 @@ class CanalInstance:
         elif isinstance(body, GtidEvent):
             txn.gtid = None if body.anonymous else str(body.gtid)
             txn.open = True
+            txn.start = event.position
             txn.has_rows = False
             txn.commit_ts = body.immediate_commit_timestamp // 1_000_000
         elif isinstance(body, MariadbGtidEvent):
             txn.gtid = str(body.gtid)
             txn.open = not body.standalone
+            txn.start = event.position if txn.open else None
+            self._gaps.gtid(body)
             txn.has_rows = False
             txn.commit_ts = 0
         elif isinstance(body, QueryEvent):
             self._query(event, body, generation)
         elif code in (EventType.XID_EVENT, EventType.XA_PREPARE_LOG_EVENT):
             self._end(event, generation)
+        elif isinstance(body, RotateEvent):
+            check_rotate(event, body, txn.start if txn.open else None)
+        elif isinstance(body, UnknownEvent):
+            skip_unknown(event, self._unknown_warned, self.config.destination)
+        elif isinstance(body, GtidListEvent):
+            self._gaps.gtid_list(event, body)
 
     def _advance_gtid(self) -> str | None:
         g = self._txn.gtid
@@ -720,6 +735,9 @@ class CanalInstance:
         txn = self._txn
         if upper == "BEGIN" or upper.startswith("XA "):
             txn.open = True
+            # XA COMMIT/ROLLBACK of a prepared transaction end their group without an XID after them
+            done = upper.startswith(("XA COMMIT", "XA ROLLBACK"))
+            txn.start = None if done else txn.start or event.position
             return
         if upper.startswith("COMMIT") or upper.startswith("ROLLBACK"):
             self._end(event, generation)

@@ -29,6 +29,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+from airflow_provider_binlog.canal.errors import MetaAuthError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta.base import MetaManager
@@ -64,7 +65,7 @@ def replication_config(conn: Any, server_id: int | None = None) -> ReplicationCo
         kwargs["heartbeat_period"] = float(extra["heartbeat_period"])
     return ReplicationConfig(
         host=conn.host, port=int(conn.port or 3306), user=conn.login or "root",
-        password=conn.password or "", ssl=ssl or None, **kwargs,
+        password=conn.password or "", ssl=ssl or None, origin=f"connection {conn.conn_id!r}", **kwargs,
     )  # fmt: skip
 
 
@@ -159,8 +160,25 @@ class ZooKeeperHook(BaseHook):
                 f"cannot reach ZooKeeper at {s['hosts']} (connection {self.zookeeper_conn_id!r}) "
                 f"within {s['timeout']:.0f} s"
             ) from None
+        self._check_access(client, s, conn.login)
         self._client = client
         return client
+
+    def _check_access(self, client: Any, settings: dict[str, Any], login: str | None) -> None:
+        """Read the chroot once, so wrong digest credentials fail here, naming the connection, instead
+        of at the first cursor read as a bare ZooKeeper refusal."""
+        from kazoo.exceptions import NoAuthError
+
+        try:
+            client.get_children("/")
+        except NoAuthError:
+            client.stop()
+            client.close()
+            who = f"the digest credentials of user {login!r}" if login else "no digest credentials"
+            raise MetaAuthError(
+                f"ZooKeeper at {settings['hosts']} refused access to {settings['chroot'] or '/'} with {who} "
+                f"(connection {self.zookeeper_conn_id!r}): check its login and password"
+            ) from None
 
     def close(self) -> None:
         if self._client is not None:

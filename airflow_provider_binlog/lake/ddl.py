@@ -95,5 +95,7 @@ def evolve_table(spark: SparkSession, target: str, display: str, columns: Sequen
         elif verdict == "incompatible":
             raise SchemaEvolutionError(
                 f"column {col.name!r} of {display}: the Iceberg type {old} cannot change to {col.type.sql} "
-                "(only int->bigint, float->double and wider decimal precision are allowed)"
+                "(only int->bigint, float->double and wider decimal precision are allowed). Reload the "
+                "table: drop it and run with snapshot='when_needed', or load it under a new destination "
+                "with snapshot='initial'"
             )

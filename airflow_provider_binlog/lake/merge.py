@@ -40,7 +40,12 @@ from airflow_provider_binlog.lake import commits, ddl
 from airflow_provider_binlog.lake.collapse import collapse, split_at_truncates
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import sql_string
-from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
+from airflow_provider_binlog.lake.errors import (
+    LakeError,
+    MissingKeyError,
+    SchemaEvolutionError,
+    TypeMappingError,
+)
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea
 from airflow_provider_binlog.lake.types import (
@@ -294,13 +299,16 @@ class ChangeMerger:
         fresh.sort(key=lambda e: e.order_key)
         self.timings["collapse"] += time.perf_counter() - t0
         opts = self.options_for(target)
-        columns = self._columns(target, fresh, opts)
-        if opts.append_only:
+        try:
+            columns = self._columns(target, fresh, opts)
+            keys = () if opts.append_only else self._keys(target, fresh, opts)
             self._ensure_table(target, columns, opts)
+        except (TypeMappingError, MissingKeyError, SchemaEvolutionError) as exc:
+            # the place: where the changes that cannot be written begin
+            raise type(exc)(f"{exc} (first change at {fresh[0].position})") from None
+        if opts.append_only:
             self._append(target, columns, fresh, opts, end_position, counts)
             return
-        keys = self._keys(target, fresh, opts)
-        self._ensure_table(target, columns, opts)
         pieces = split_at_truncates(fresh)
         if not opts.soft_delete:
             last_truncate = max((i for i, p in enumerate(pieces) if isinstance(p, DdlEntry)), default=None)
@@ -356,8 +364,8 @@ class ChangeMerger:
                 return tuple(schema.primary_key)
         source = next((e.qualified_name for e in entries if isinstance(e, RowChange)), "?")
         raise MissingKeyError(
-            f"table {source} (target {self._display(target)}) has no primary key: configure key_columns "
-            "for it, or append_only=True"
+            f"table {source} (target {self._display(target)}) has no primary key: give it one, or set "
+            "target_options TargetOptions(key_columns=(...)) for it, or TargetOptions(append_only=True)"
         )
 
     def _meta_columns(self, opts: TargetOptions) -> list[LakeColumn]:

@@ -54,3 +54,24 @@ def parse_name(text: str) -> tuple[str, ...]:
             raise ConfigurationError(f"invalid table name {text!r}: expected '.' at offset {i}")
         i += 1
     return tuple(parts)
+
+
+def check_target(target: str, source: str) -> tuple[str, ...]:
+    """Parse the target of a route (``{schema}``/``{table}`` filled with sample names) before anything
+    is read, so a bad name fails at once, naming the route, rather than at its first change.
+
+    :raises ConfigurationError: not a ``[catalog.]namespace.table`` name.
+    """
+    try:
+        parts = parse_name(target.format(schema="schema", table="table"))
+    except ConfigurationError as exc:
+        problem = str(exc)
+    else:
+        if len(parts) >= 2:
+            return parts
+        problem = "a table needs a namespace"
+    raise ConfigurationError(
+        f"tables: the target {target!r} of {source!r} is not a valid Iceberg table name ({problem}); "
+        "write it as catalog.namespace.table, e.g. 'lake.shop.orders', with any part that holds dots "
+        "or backticks in backticks"
+    )

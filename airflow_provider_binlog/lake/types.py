@@ -248,7 +248,8 @@ def map_column(col: ColumnDef, options: TypeOptions | None = None, table: str = 
             return LakeType("string", pa.string(), _decimal_text)
         raise TypeMappingError(
             f"column {col.name!r} of {table or 'a table'}: DECIMAL({precision},{scale}) exceeds Iceberg's "
-            "maximum precision 38; set decimal_overflow='string' to store it as text"
+            "maximum precision 38; set TargetOptions(types=TypeOptions(decimal_overflow='string')) "
+            "to store it as text"
         )
     if t == T.FLOAT:
         return FLOAT

@@ -41,13 +41,14 @@ WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
 SNAPSHOT_MODES = ("never", "initial", "when_needed")
 
 
-def target_asset(target: str) -> Asset | None:
-    """``lake.shop.orders`` -> ``Asset("iceberg://lake/shop/orders")`` (``None`` for templated targets)."""
+def target_asset(target: str, source: str) -> Asset | None:
+    """``lake.shop.orders`` -> ``Asset("iceberg://lake/shop/orders")`` (``None`` for templated targets);
+    a target that is no valid table name fails here, when the DAG is parsed."""
     if "{" in target:
         return None
-    from airflow_provider_binlog.lake.sql import parse_name
+    from airflow_provider_binlog.lake.sql import check_target
 
-    return Asset(uri="iceberg://" + "/".join(parse_name(target)))
+    return Asset(uri="iceberg://" + "/".join(check_target(target, source)))
 
 
 class BinlogToSparkOperator(BaseOperator):
@@ -118,7 +119,7 @@ class BinlogToSparkOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and isinstance(tables, Mapping):
-            kwargs["outlets"] = [a for a in map(target_asset, tables.values()) if a is not None]
+            kwargs["outlets"] = [a for a in (target_asset(t, s) for s, t in tables.items()) if a is not None]
         super().__init__(**kwargs)
         self.destination = destination
         self.tables = tables
@@ -301,8 +302,11 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.canal.store import estimate_size
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.merge import ChangeMerger
+        from airflow_provider_binlog.lake.sql import check_target
 
         routes = Routes(dict(self.tables))
+        for pattern, name in routes.routes.items():
+            check_target(name, pattern)
         ti = context["ti"]
         run_id = str(context.get("run_id") or "manual")
         label = f"{ti.dag_id}/{ti.task_id}/{run_id}/try-{ti.try_number}"
