@@ -19,10 +19,12 @@ import pytest
 
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+from airflow_provider_binlog.canal import snapshot as snapshot_module
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
 from airflow_provider_binlog.canal.snapshot import Snapshot, table_key
+from airflow_provider_binlog.canal.snapshot_position import consistent_start
 from airflow_provider_binlog.faults import InjectedFault
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
@@ -163,15 +165,26 @@ def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatc
     faults._hits.clear()
 
 
-def test_snapshot_under_concurrent_writes_then_binlog(mariadb: Any, database: str, spark: Any) -> None:
+def test_snapshot_under_concurrent_writes_then_binlog(
+    mariadb: Any, database: str, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _fill(mariadb, database, "t", 1500)
     config = _config(mariadb, database)
     meta = MemoryMetaManager()
     tables = {f"{database}.t": f"lake.{database}.t"}
+    starts: list[Any] = []
+
+    def recorded_start(*args: Any) -> Any:
+        starts.append(consistent_start(*args))
+        return starts[-1]
+
+    # S is the binlog position of a consistent snapshot (its meaning: test_snapshot_position.py)
+    monkeypatch.setattr(snapshot_module, "consistent_start", recorded_start)
     with Writer(mariadb, database, "t", 1500, seed=1) as writer:
         result = _snapshot(config, meta, mariadb, database, spark, tables)
         ops_during = writer.ops
     assert result.cursor_set and ops_during > 20
+    assert starts == [result.start]
     table = result.tables[f"{database}.t"]
     assert table.chunks >= 4
     cursor = meta.get_cursor(config.identity).value
