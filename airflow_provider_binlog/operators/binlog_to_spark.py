@@ -64,6 +64,7 @@ class BinlogToSparkOperator(BaseOperator):
     :param start_from: where to start when the destination has no cursor yet: ``file:pos``,
         ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.points`).
         With a cursor, the cursor wins (so a retried or resumed backfill continues where it was).
+        Not allowed with ``snapshot`` other than ``never`` (the snapshot decides the start).
     :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
         ``gtid:SET`` or a timestamp.
     :param columns: canal column filter (``schema.table:col1/col2,...``).
@@ -145,6 +146,8 @@ class BinlogToSparkOperator(BaseOperator):
         self.snapshot = snapshot
         self.snapshot_chunk_size = snapshot_chunk_size
         self._instance: CanalInstance | None = None
+        if "{{" not in str(start_from):  # a template is checked once rendered, in execute
+            self._check_start_from()
 
     # ------------------------------------------------------------------ pieces
 
@@ -222,6 +225,19 @@ class BinlogToSparkOperator(BaseOperator):
                 )  # fmt: skip
 
     # ------------------------------------------------------------------ snapshot
+
+    def _check_start_from(self) -> None:
+        """``start_from`` with a snapshot is refused: both would decide where a destination without a
+        cursor starts, and a snapshot must hand over to the binlog at its own consistent position
+        (an earlier start only re-reads, a later one loses changes). With a cursor both are unused."""
+        if self.snapshot != "never" and self.start_from not in (None, ""):
+            raise ValueError(
+                f"destination {self.destination!r}: start_from={self.start_from!r} and "
+                f"snapshot={self.snapshot!r} both say where a destination without a cursor starts; the "
+                "snapshot continues from the binlog at its own consistent position. Remove start_from to "
+                "take the snapshot, or use snapshot='never' to read the binlog from start_from without "
+                "loading the existing rows"
+            )
 
     def _key_columns(self, target: str) -> tuple[str, ...]:
         from airflow_provider_binlog.lake.merge import TargetOptions
@@ -301,6 +317,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.merge import ChangeMerger
 
+        self._check_start_from()
         routes = Routes(dict(self.tables))
         ti = context["ti"]
         run_id = str(context.get("run_id") or "manual")

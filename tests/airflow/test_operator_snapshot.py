@@ -86,3 +86,30 @@ def test_initial_snapshot_then_binlog_and_purged_cursor(
         assert cursor is not None and cursor.journal_name >= head
     finally:
         meta.client.stop()
+
+
+def test_start_from_with_a_snapshot_is_refused_before_anything_moves(
+    conns: dict[str, str], zookeeper: ZooKeeperServer, zk_chroot: str
+) -> None:
+    with pytest.raises(ValueError) as err:
+        BinlogToSparkOperator(
+            task_id="x", destination="d", tables={"a.b": "lake.a.b"}, snapshot="initial",
+            start_from="mysql-bin.000001:4",
+        )  # fmt: skip
+    text = str(err.value)
+    assert "start_from='mysql-bin.000001:4'" in text and "snapshot='initial'" in text
+    assert "Remove start_from" in text and "snapshot='never'" in text
+    BinlogToSparkOperator(
+        task_id="x", destination="d", tables={"a.b": "lake.a.b"}, start_from="mysql-bin.000001:4"
+    )
+    # a template is checked once rendered, before the destination is touched
+    dest = f"startfrom-{uuid.uuid4().hex[:8]}"
+    op = _op(dest, "startfrom", "/nonexistent", snapshot="when_needed", start_from="{{ params.start }}")
+    op.start_from = "2024-01-01T00:00:00"  # as rendered
+    with pytest.raises(ValueError, match="snapshot='when_needed' both say where"):
+        op.execute(make_context())
+    meta = meta_manager(zookeeper, zk_chroot)
+    try:
+        assert not list(meta.subscriptions(dest))
+    finally:
+        meta.client.stop()
