@@ -388,6 +388,9 @@ class Snapshot:
     :param chunk_size: rows per chunk.
     :param set_cursor: when done, set the destination's cursor to the snapshot start ``S``:
         ``"if_absent"`` (only when it has none), ``"always"`` (a purged cursor), ``"never"``.
+    :param guard: called before every progress or cursor write; raises when this process is no
+        longer the destination's one consumer (:meth:`~.ha.RunningNode.check`: held before
+        :meth:`run` and through it, so two workers never snapshot one destination at once).
     """
 
     def __init__(
@@ -400,6 +403,7 @@ class Snapshot:
         loader: ChunkLoader,
         chunk_size: int = 50_000,
         set_cursor: str = "if_absent",
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.meta = meta
         self.identity = identity
@@ -409,6 +413,7 @@ class Snapshot:
         self.loader = loader
         self.chunk_size = chunk_size
         self.set_cursor = set_cursor
+        self.guard = guard
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -426,6 +431,8 @@ class Snapshot:
             self.meta.delete_value(self.identity, f"snapshot/{name}")
 
     def _put(self, key: str, value: dict[str, Any]) -> None:
+        if self.guard is not None:
+            self.guard()
         self.meta.update_json(self.identity, key, lambda _old: value)
 
     # -- run --------------------------------------------------------------------------------------
@@ -449,6 +456,8 @@ class Snapshot:
             result.tables[source] = self._table(source)
         cursor, version = self.meta.get_cursor(self.identity)
         if self.set_cursor == "always" or (self.set_cursor == "if_absent" and cursor is None):
+            if self.guard is not None:
+                self.guard()
             src = self.client.config
             pos = LogPosition(start.file, start.pos, None, None, None, True, -1, src.host, src.port)
             self.meta.set_cursor(self.identity, pos, version)

@@ -3,6 +3,7 @@
 One run::
 
     take the destination's running node  (waits running_timeout, then fails naming the holder)
+    snapshot=initial|when_needed: snapshot (or resume the snapshot of) the tables that need one
     read the cursor; reconcile batches an earlier attempt left un-acked (marks vs. lake snapshots)
     fix the stop point (head at task start by default)
     loop: get batch -> merger.add   ... every max_rows_per_commit / max_bytes_per_commit, or when
@@ -300,7 +301,7 @@ class BinlogToSparkOperator(BaseOperator):
             result = Snapshot(
                 meta, ident, client, hook.source_connection,
                 {s: self._key_columns(t) for s, t in todo.items()}, loader, self.snapshot_chunk_size,
-                set_cursor="if_absent",
+                set_cursor="if_absent", guard=instance.running.check if instance.running else None,
             ).run()  # fmt: skip
         finally:
             loader.close()
@@ -333,6 +334,8 @@ class BinlogToSparkOperator(BaseOperator):
         spark = None
         merger: ChangeMerger | None = None
         try:
+            # one consumer per destination from before the snapshot to the end of the run
+            instance.hold(self.running_timeout)
             if self.snapshot != "never":
                 spark = self._initial_snapshot(hook, instance, routes)
             stop = self._stop_point(context, instance.client)
