@@ -16,6 +16,7 @@ from airflow_provider_binlog.canal.ha import RunningNode
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.snapshot import RUN_KEY, table_key
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+from airflow_provider_binlog.lake.snapshot import chunk_commits
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -119,12 +120,6 @@ def test_start_from_with_a_snapshot_is_refused_before_anything_moves(
         meta.client.stop()
 
 
-def _chunk_commits(spark: Any, target: str) -> list[int]:
-    """Chunk numbers of the target's snapshot commits (one per chunk load)."""
-    rows = spark.sql(f"SELECT summary['binlog-cdc.order-key'] AS k FROM {target}.snapshots").collect()
-    return sorted(int(r.k.split(":")[1]) for r in rows if r.k and r.k.startswith("0:") and r.k != "0:0:-1:-1")
-
-
 def test_two_snapshot_runs_on_one_destination(
     shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
     zookeeper: ZooKeeperServer, zk_chroot: str,
@@ -184,6 +179,6 @@ def test_two_snapshot_runs_on_one_destination(
         assert all(d.equal for d in lake_verify(mariadb, spark, tables))
         for source, target in tables.items():
             loads = meta.get_json(ident, table_key(source)).value["loads"]
-            assert loads and _chunk_commits(spark, target) == loads, source  # no chunk loaded twice
+            assert loads and chunk_commits(spark, target, dest) == loads, source  # no chunk loaded twice
     finally:
         meta.client.stop()
