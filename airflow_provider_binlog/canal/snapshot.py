@@ -69,7 +69,10 @@ Progress lives in the meta store, under the destination's provider records::
                                       "rows": N, "loads": [1, 2, ...], "pending": {...}|null}
 
 ``pending`` is written before a chunk's lake commit; ``loads`` lists each chunk number once, when
-its commit is known to be in the lake.
+its commit is known to be in the lake. One process at a time: the operator and the CLI hold the
+destination's ``running`` node (:mod:`.ha`) from before :meth:`Snapshot.run` to the end of the run,
+and every progress and cursor write first checks it (``guard``), so a worker whose ZooKeeper
+session was lost stops before writing anything more.
 
 Limits: key columns must be unique and NOT NULL; the chunk range test during reconciliation
 compares keys in Python (exact for numeric and temporal keys; for string keys under a

@@ -254,8 +254,9 @@ class BinlogToSparkOperator(BaseOperator):
 
     def _initial_snapshot(self, hook: Any, instance: CanalInstance, routes: Routes) -> Any:
         """Snapshot (or resume the snapshot of) the tables that need one; return the SparkSession
-        it opened, or ``None`` when nothing needed a snapshot. Runs before the stop point is fixed,
-        so the binlog drain that follows reaches past the snapshot's start."""
+        it opened, or ``None`` when nothing needed a snapshot. Runs under the destination's running
+        node (taken by :meth:`execute` first; every progress write checks it), and before the stop
+        point is fixed, so the binlog drain that follows reaches past the snapshot's start."""
         from airflow_provider_binlog.canal.errors import StartPositionError
         from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, table_key
         from airflow_provider_binlog.canal.start import check_available
