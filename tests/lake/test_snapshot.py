@@ -293,3 +293,27 @@ def test_cli_snapshot_sigkilled_twice_resumes_then_binlog(
     mariadb.execute(f"UPDATE `{database}`.k SET v = 'after' WHERE id < 50")
     incremental(_config(mariadb, database), meta, spark, {source: target})
     _verify(mariadb, database, spark, {source: target})
+
+
+def test_cli_snapshot_waits_for_the_running_node_then_names_its_holder(
+    mariadb: Any, zookeeper: Any, zk_chroot: str, zk_client: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """With ``--zookeeper`` the CLI is the destination's one consumer: held by someone else, it
+    fails after ``--running-timeout`` naming the holder, before reading or writing anything."""
+    from airflow_provider_binlog import cli
+    from airflow_provider_binlog.canal.ha import RunningNode
+    from airflow_provider_binlog.canal.meta.model import ClientIdentity
+
+    monkeypatch.setenv("SNAP_PASSWORD", mariadb.repl_password)
+    argv = [
+        "snapshot", "--host", mariadb.host, "--port", str(mariadb.port), "--user", mariadb.repl_user,
+        "--password-env", "SNAP_PASSWORD", "--destination", "held", "--zookeeper",
+        zookeeper.hosts + zk_chroot, "--running-timeout", "0.5", "--tables", "a.b=lake.a.b",
+    ]  # fmt: skip
+    with RunningNode(zk_client, ClientIdentity("held", 1001), label="dags/load/try-3") as node:
+        node.acquire()
+        assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "being consumed by" in err and "dags/load/try-3" in err and "waited 0.5s" in err, err
+    assert zk_client.get_children("/otter/canal/destinations/held/1001") == []  # nothing written
