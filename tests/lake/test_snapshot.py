@@ -43,15 +43,19 @@ def _config(mariadb: Any, database: str) -> InstanceConfig:
 
 
 class Writer:
-    """Random inserts / updates (also of the key) / deletes on ``table`` until stopped."""
+    """Random inserts / updates (also of the key) / deletes on ``table`` until stopped or
+    ``max_ops`` statements (a bounded drain afterwards)."""
 
-    def __init__(self, mariadb: Any, database: str, table: str, next_id: int, seed: int) -> None:
+    def __init__(
+        self, mariadb: Any, database: str, table: str, next_id: int, seed: int, max_ops: int = 3000
+    ) -> None:
         self.conn = mariadb.connect(database)
         self.table = table
         self.next_id = next_id
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.ops = 0
+        self.max_ops = max_ops
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -69,7 +73,7 @@ class Writer:
     def _run(self) -> None:
         try:
             with self.conn.cursor() as cur:
-                while not self.stop.is_set() and self.ops < 3000:  # bounded drain afterwards
+                while not self.stop.is_set() and self.ops < self.max_ops:
                     r = self.rng.random()
                     k = self.rng.randrange(1, self.next_id)
                     if r < 0.35:
@@ -262,7 +266,7 @@ def test_cli_snapshot_sigkilled_twice_resumes_then_binlog(
     ]  # fmt: skip
     meta = FileMetaManager(str(tmp_path / "meta"))
     ident = ClientIdentity("snap", 1001)
-    with Writer(mariadb, database, "k", 1000, seed=3):
+    with Writer(mariadb, database, "k", 1000, seed=3, max_ops=600):
         # killed after chunk 2 is in the lake, before its progress; then, having learnt that chunk 2
         # is committed, before chunk 3 is loaded
         for spec, done, pending, commits in (
