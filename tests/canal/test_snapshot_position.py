@@ -112,6 +112,53 @@ def test_binary_logging_off() -> None:
         consistent_start(lambda: conn, "repl@db:3306")
 
 
+class ScriptedChunkConnection(ScriptedConnection):
+    """What :class:`ChunkReader` calls on its connection besides cursors."""
+
+    def autocommit(self, value: bool) -> None:
+        pass
+
+
+def _reader(conn: ScriptedConnection) -> Any:
+    from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+    from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+    from airflow_provider_binlog.binlog.constants import ColumnType
+    from airflow_provider_binlog.canal.snapshot import ChunkReader
+
+    ts = TableSchema("s", "t", (ColumnDef("id", ColumnType.LONG),), ("id",))
+    client = ReplicationClient(ReplicationConfig(host="db", port=3306, user="repl", password="x"))
+    return ChunkReader(client, lambda: conn, ts, chunk_size=10)
+
+
+def _select_index(ran: list[str]) -> int:
+    return next(i for i, sql in enumerate(ran) if sql.startswith("SELECT"))
+
+
+def test_mariadb_chunk_is_read_inside_a_consistent_snapshot_at_its_low_watermark() -> None:
+    conn = ScriptedChunkConnection(
+        {
+            SNAPSHOT_STATUS_SQL: MARIADB_STATUS,
+            "SELECT `id` FROM `s`.`t` ORDER BY `id` LIMIT 10": [(1,), (2,)],
+            "SHOW MASTER STATUS": [("mysql-bin.000007", 4242, "", "")],
+        }
+    )
+    chunk = _reader(conn).read(1, None)
+    assert chunk.low == chunk.high == BinlogPosition("mysql-bin.000007", 4242) and chunk.final
+    assert sorted(chunk.rows) == [(1,), (2,)]
+    at = _select_index(conn.ran)
+    assert conn.ran[at - 2 : at] == ["START TRANSACTION WITH CONSISTENT SNAPSHOT", SNAPSHOT_STATUS_SQL]
+    assert conn.ran[at + 1 :] == ["COMMIT", "SHOW MASTER STATUS"]
+
+
+def test_mysql_chunk_low_watermark_is_the_head_before_the_select() -> None:
+    conn = ScriptedChunkConnection({"SHOW MASTER STATUS": [("binlog.000003", 157, "", "", "")]})
+    chunk = _reader(conn).read(1, None)
+    assert chunk.low == BinlogPosition("binlog.000003", 157) and not chunk.rows
+    at = _select_index(conn.ran)
+    assert conn.ran[at - 1] == "SHOW MASTER STATUS" and conn.ran[at + 1 :] == ["SHOW MASTER STATUS"]
+    assert "START TRANSACTION WITH CONSISTENT SNAPSHOT" not in conn.ran
+
+
 # --------------------------------------------------------------------------- live (MariaDB)
 
 
