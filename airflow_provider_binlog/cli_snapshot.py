@@ -12,7 +12,10 @@ snapshot's start if it has none, so the next binlog run continues with no gap an
         --warehouse /data/warehouse
 
 ``--zookeeper host:2181[/chroot]`` keeps the progress and cursor in ZooKeeper instead of
-``--meta-dir``. Prints a JSON summary; exit status 0 on success.
+``--meta-dir``, and the run holds the destination's ``running`` node throughout (as the operator
+does), so it never runs alongside an operator or another snapshot of the same destination: it
+waits ``--running-timeout`` seconds, then fails naming the holder. Prints a JSON summary; exit
+status 0 on success.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ def register(subparsers: Any) -> None:
     where = dest.add_mutually_exclusive_group(required=True)
     where.add_argument("--meta-dir", help="file meta store directory")
     where.add_argument("--zookeeper", metavar="HOSTS", help="ZooKeeper hosts[/chroot] of the meta store")
+    dest.add_argument(
+        "--running-timeout", type=float, default=60.0,
+        help="with --zookeeper: seconds to wait for another consumer of the destination (default 60)",
+    )  # fmt: skip
     p.add_argument(
         "--tables",
         required=True,
@@ -115,15 +122,25 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
             ) from None
 
     zk: Any = None
+    running: Any = None
     meta: MetaManager
     if args.zookeeper:
         from kazoo.client import KazooClient
 
+        from airflow_provider_binlog.canal.ha import RunningNode
         from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
 
         zk = KazooClient(hosts=args.zookeeper)
         zk.start(timeout=15)
         meta = ZooKeeperMetaManager(zk)
+        running = RunningNode(zk, config.identity, label=f"binlog-cdc snapshot {args.destination}")
+        try:
+            running.acquire(timeout=args.running_timeout)
+        except BaseException:
+            running.close()
+            zk.stop()
+            zk.close()
+            raise
     else:
         meta = FileMetaManager(args.meta_dir)
     owned = not session.has_active_session()
@@ -139,6 +156,7 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
         result = Snapshot(
             meta, config.identity, ReplicationClient(source), connect,
             {s: keys.get(s) for s in tables}, loader, args.chunk_size,
+            guard=running.check if running is not None else None,
         ).run()  # fmt: skip
         out.write(json.dumps(result.as_dict(), indent=2, sort_keys=True) + "\n")
         out.flush()
@@ -146,6 +164,8 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         loader.close()
         meta.close()
+        if running is not None:
+            running.close()
         if zk is not None:
             zk.stop()
             zk.close()

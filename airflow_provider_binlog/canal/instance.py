@@ -252,8 +252,7 @@ class CanalInstance:
         """
         if self._subscribed:
             raise CanalError(f"destination {self.config.destination!r} is already subscribed")
-        if self.running is not None:
-            self.running.acquire(timeout=running_timeout)
+        self.hold(running_timeout)
         try:
             return self._subscribe(stop_at)
         except BaseException:
@@ -261,6 +260,18 @@ class CanalInstance:
                 with contextlib.suppress(Exception):
                     self.running.release()
             raise
+
+    def hold(self, running_timeout: float = 0.0) -> None:
+        """Take the HA node now, when it is not held yet (nothing to do without HA).
+
+        :meth:`subscribe` does it; a caller that must be the destination's one consumer earlier --
+        the initial snapshot writes the destination's progress and cursor -- calls it first and
+        keeps the node through the subscription.
+
+        :raises RunningHeldError: another consumer still holds it after ``running_timeout`` seconds.
+        """
+        if self.running is not None and not self.running.held:
+            self.running.acquire(timeout=running_timeout)
 
     def _subscribe(self, stop_at: BinlogPosition | str | None) -> StartPoint:
         self.meta.subscribe(self.identity)

@@ -2,10 +2,10 @@
 
 Approach (the low/high watermark of Flink CDC and Debezium's incremental snapshots), per table::
 
-    start S = head position before the first chunk of the first table      (stored once per run)
+    start S = the binlog position of a consistent snapshot, before the first chunk  (stored once)
     for each chunk n = 1, 2, ...:
-        low_n  = head position
-        SELECT cols FROM t WHERE key > last_key ORDER BY key LIMIT chunk_size   (no lock)
+        START TRANSACTION WITH CONSISTENT SNAPSHOT; low_n = its binlog position
+        SELECT cols FROM t WHERE key > last_key ORDER BY key LIMIT chunk_size; COMMIT   (no lock)
         high_n = head position
         reconcile: for every row change of t in the binlog [low_n, high_n) whose key lies in the
             chunk's range (last_key, max key read] (unbounded for the last chunk), the binlog wins:
@@ -14,7 +14,10 @@ Approach (the low/high watermark of Flink CDC and Debezium's incremental snapsho
         load the chunk into the lake as INSERT changes with order keys (0, n, -1, row index)
         progress: chunk n done, last_key = max key read
 
-No global lock is taken; each SELECT is an ordinary consistent read of one chunk.
+No global lock is taken on MariaDB; each SELECT is a consistent read of one chunk in a
+transaction of its own. Why ``S`` and ``low_n`` must come from the consistent snapshot and not from
+``SHOW MASTER STATUS`` (a transaction can be in the binlog before it is visible in InnoDB), and what
+MySQL does instead, is in :mod:`.snapshot_position`.
 
 **Values.** SELECT results are converted to the decoder's value contract
 (:mod:`~airflow_provider_binlog.binlog.columns`) by one converter per column built from the
@@ -38,8 +41,9 @@ Hence in the lake merge (:mod:`~airflow_provider_binlog.lake.merge`):
 When every table is done, the destination's cursor is set to ``S`` (``included``: the event at
 ``S`` is still to be read) unless it already has an earlier one. Why that is exact:
 
-* *No gap*: every chunk was read after ``S`` (``S`` <= ``low_1`` <= every read), so a change
-  committed before ``S`` is in the rows read; a change at or after ``S`` is read from the binlog.
+* *No gap*: every chunk was read after the snapshot that fixed ``S`` saw exactly the
+  transactions before ``S`` (:mod:`.snapshot_position`), and read views only grow, so a change
+  before ``S`` is in the rows read; a change at or after ``S`` is read from the binlog.
   A key's lake value after the binlog run is the image of its last change in ``[S, stop]``, or, if
   it had none there, the snapshot value, which then equals the source value (the row did not
   change between ``S`` and the read, nor after it).
@@ -65,7 +69,10 @@ Progress lives in the meta store, under the destination's provider records::
                                       "rows": N, "loads": [1, 2, ...], "pending": {...}|null}
 
 ``pending`` is written before a chunk's lake commit; ``loads`` lists each chunk number once, when
-its commit is known to be in the lake.
+its commit is known to be in the lake. One process at a time: the operator and the CLI hold the
+destination's ``running`` node (:mod:`.ha`) from before :meth:`Snapshot.run` to the end of the run,
+and every progress and cursor write first checks it (``guard``), so a worker whose ZooKeeper
+session was lost stops before writing anything more.
 
 Limits: key columns must be unique and NOT NULL; the chunk range test during reconciliation
 compares keys in Python (exact for numeric and temporal keys; for string keys under a
@@ -88,6 +95,12 @@ from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
+from airflow_provider_binlog.canal.snapshot_position import (
+    consistent_read,
+    consistent_start,
+    head,
+    snapshot_status,
+)
 from airflow_provider_binlog.canal.snapshot_values import (
     SnapshotError,
     converter,
@@ -169,14 +182,15 @@ class ChunkReader:
         self.key_idx = tuple(names.index(k) for k in self.keys)
         self._scanner = side_client(client)
         self._conn: Any = None
-        self._status_sql: str | None = None
+        self._exact = False
 
     def _cursor(self) -> Any:
         if self._conn is None:
             self._conn = self.connect()
-            self._conn.autocommit(True)  # every chunk a fresh consistent read, no long read view
+            self._conn.autocommit(True)  # every chunk a transaction of its own, no long read view
             with self._conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
+                self._exact = snapshot_status(cur) is not None
         return self._conn.cursor()
 
     def close(self) -> None:
@@ -187,17 +201,19 @@ class ChunkReader:
     def _head(self, cur: Any) -> BinlogPosition:
         """The head position, on the chunk connection (a new connection per watermark costs more
         than the SELECT of a small chunk)."""
-        if self._status_sql is None:
-            self._status_sql = "SHOW MASTER STATUS"
-            try:
-                cur.execute(self._status_sql)
-            except Exception:  # MySQL 8.4+ removed it
-                self._status_sql = "SHOW BINARY LOG STATUS"
-        cur.execute(self._status_sql)
-        row = cur.fetchone()
-        if row is None:
+        pos = head(cur)
+        if pos is None:
             return self.client.head_position()  # raises "binary logging is off"
-        return BinlogPosition(str(row[0]), int(row[1]))
+        return pos
+
+    def _low(self, cur: Any) -> BinlogPosition:
+        """The low watermark; where the server reports it (MariaDB), the chunk's SELECT then reads
+        exactly the state at it (see :mod:`.snapshot_position`)."""
+        if self._exact:
+            pos = consistent_read(cur)
+            if pos is not None:
+                return pos
+        return self._head(cur)
 
     def _select(self, after: tuple[Any, ...] | None) -> tuple[str, list[Any]]:
         cols = ", ".join(quote(n) for n in self.names)
@@ -218,9 +234,11 @@ class ChunkReader:
         """Read chunk ``number``: the rows with key > ``after`` (raw key values)."""
         sql, args = self._select(after)
         with self._cursor() as cur:
-            low = self._head(cur)
+            low = self._low(cur)
             cur.execute(sql, args)
             raw = cur.fetchall()
+            if self._exact:
+                cur.execute("COMMIT")
             high = self._head(cur)
         convs, key_idx, names = self.convs, self.key_idx, self.names
         rows: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -373,6 +391,9 @@ class Snapshot:
     :param chunk_size: rows per chunk.
     :param set_cursor: when done, set the destination's cursor to the snapshot start ``S``:
         ``"if_absent"`` (only when it has none), ``"always"`` (a purged cursor), ``"never"``.
+    :param guard: called before every progress or cursor write; raises when this process is no
+        longer the destination's one consumer (:meth:`~.ha.RunningNode.check`: held before
+        :meth:`run` and through it, so two workers never snapshot one destination at once).
     """
 
     def __init__(
@@ -385,6 +406,7 @@ class Snapshot:
         loader: ChunkLoader,
         chunk_size: int = 50_000,
         set_cursor: str = "if_absent",
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.meta = meta
         self.identity = identity
@@ -394,6 +416,7 @@ class Snapshot:
         self.loader = loader
         self.chunk_size = chunk_size
         self.set_cursor = set_cursor
+        self.guard = guard
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -411,6 +434,8 @@ class Snapshot:
             self.meta.delete_value(self.identity, f"snapshot/{name}")
 
     def _put(self, key: str, value: dict[str, Any]) -> None:
+        if self.guard is not None:
+            self.guard()
         self.meta.update_json(self.identity, key, lambda _old: value)
 
     # -- run --------------------------------------------------------------------------------------
@@ -420,7 +445,8 @@ class Snapshot:
         self.meta.subscribe(self.identity)
         record = self.run_record()
         if record is None or record.get("status") == "done":
-            start = self.client.head_position()
+            src = self.client.config
+            start = consistent_start(self.connect, f"{src.user}@{src.address}")
             record = {"start": str(start), "status": "running", "tables": sorted(self.tables)}
             self._put(RUN_KEY, record)
         else:
@@ -433,6 +459,8 @@ class Snapshot:
             result.tables[source] = self._table(source)
         cursor, version = self.meta.get_cursor(self.identity)
         if self.set_cursor == "always" or (self.set_cursor == "if_absent" and cursor is None):
+            if self.guard is not None:
+                self.guard()
             src = self.client.config
             pos = LogPosition(start.file, start.pos, None, None, None, True, -1, src.host, src.port)
             self.meta.set_cursor(self.identity, pos, version)

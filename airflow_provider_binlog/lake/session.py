@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.lake import jars
 
@@ -163,5 +163,10 @@ def create_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    # getOrCreate returns a session made on another thread without making it this thread's active
+    # one; JVM calls outside spark.sql (Iceberg's Spark3Util, the commit marks) resolve catalogs
+    # through the active session and would not see ``catalog`` from a second thread
+    jvm: Any = spark._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
     return spark

@@ -26,6 +26,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+def chunk_commits(spark: SparkSession, target: str, destination: str) -> list[int]:
+    """The chunk numbers of ``destination``'s snapshot chunk commits in ``target``'s history, sorted
+    (the reset commit left out): each chunk appears once unless it was loaded twice."""
+    rows = spark.sql(
+        f"SELECT summary['{commits.DESTINATION}'] AS d, summary['{commits.ORDER_KEY}'] AS k "
+        f"FROM {quote_parts(parse_name(target))}.snapshots"
+    ).collect()
+    keys = [commits.parse_order_key(r.k) for r in rows if r.d == destination and r.k]
+    return sorted(k.pos for k in keys if k.file_number == SNAPSHOT_FILE_NUMBER and k.pos > 0)
+
+
 class LakeChunkLoader:
     """:class:`~airflow_provider_binlog.canal.snapshot.ChunkLoader` writing to Iceberg.
 

@@ -3,6 +3,7 @@
 One run::
 
     take the destination's running node  (waits running_timeout, then fails naming the holder)
+    snapshot=initial|when_needed: snapshot (or resume the snapshot of) the tables that need one
     read the cursor; reconcile batches an earlier attempt left un-acked (marks vs. lake snapshots)
     fix the stop point (head at task start by default)
     loop: get batch -> merger.add   ... every max_rows_per_commit / max_bytes_per_commit, or when
@@ -65,6 +66,7 @@ class BinlogToSparkOperator(BaseOperator):
     :param start_from: where to start when the destination has no cursor yet: ``file:pos``,
         ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.points`).
         With a cursor, the cursor wins (so a retried or resumed backfill continues where it was).
+        Not allowed with ``snapshot`` other than ``never`` (the snapshot decides the start).
     :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
         ``gtid:SET`` or a timestamp.
     :param columns: canal column filter (``schema.table:col1/col2,...``).
@@ -146,6 +148,8 @@ class BinlogToSparkOperator(BaseOperator):
         self.snapshot = snapshot
         self.snapshot_chunk_size = snapshot_chunk_size
         self._instance: CanalInstance | None = None
+        if "{{" not in str(start_from):  # a template is checked once rendered, in execute
+            self._check_start_from()
 
     # ------------------------------------------------------------------ pieces
 
@@ -224,6 +228,19 @@ class BinlogToSparkOperator(BaseOperator):
 
     # ------------------------------------------------------------------ snapshot
 
+    def _check_start_from(self) -> None:
+        """``start_from`` with a snapshot is refused: both would decide where a destination without a
+        cursor starts, and a snapshot must hand over to the binlog at its own consistent position
+        (an earlier start only re-reads, a later one loses changes). With a cursor both are unused."""
+        if self.snapshot != "never" and self.start_from not in (None, ""):
+            raise ValueError(
+                f"destination {self.destination!r}: start_from={self.start_from!r} and "
+                f"snapshot={self.snapshot!r} both say where a destination without a cursor starts; the "
+                "snapshot continues from the binlog at its own consistent position. Remove start_from to "
+                "take the snapshot, or use snapshot='never' to read the binlog from start_from without "
+                "loading the existing rows"
+            )
+
     def _key_columns(self, target: str) -> tuple[str, ...]:
         from airflow_provider_binlog.lake.merge import TargetOptions
         from airflow_provider_binlog.lake.sql import parse_name
@@ -238,8 +255,9 @@ class BinlogToSparkOperator(BaseOperator):
 
     def _initial_snapshot(self, hook: Any, instance: CanalInstance, routes: Routes) -> Any:
         """Snapshot (or resume the snapshot of) the tables that need one; return the SparkSession
-        it opened, or ``None`` when nothing needed a snapshot. Runs before the stop point is fixed,
-        so the binlog drain that follows reaches past the snapshot's start."""
+        it opened, or ``None`` when nothing needed a snapshot. Runs under the destination's running
+        node (taken by :meth:`execute` first; every progress write checks it), and before the stop
+        point is fixed, so the binlog drain that follows reaches past the snapshot's start."""
         from airflow_provider_binlog.canal.errors import StartPositionError
         from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, table_key
         from airflow_provider_binlog.canal.start import check_available
@@ -285,7 +303,7 @@ class BinlogToSparkOperator(BaseOperator):
             result = Snapshot(
                 meta, ident, client, hook.source_connection,
                 {s: self._key_columns(t) for s, t in todo.items()}, loader, self.snapshot_chunk_size,
-                set_cursor="if_absent",
+                set_cursor="if_absent", guard=instance.running.check if instance.running else None,
             ).run()  # fmt: skip
         finally:
             loader.close()
@@ -304,6 +322,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.lake.merge import ChangeMerger
         from airflow_provider_binlog.lake.sql import check_target
 
+        self._check_start_from()
         routes = Routes(dict(self.tables))
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
@@ -321,6 +340,8 @@ class BinlogToSparkOperator(BaseOperator):
         spark = None
         merger: ChangeMerger | None = None
         try:
+            # one consumer per destination from before the snapshot to the end of the run
+            instance.hold(self.running_timeout)
             if self.snapshot != "never":
                 spark = self._initial_snapshot(hook, instance, routes)
             stop = self._stop_point(context, instance.client)

@@ -1,31 +1,34 @@
 """Initial snapshot into Iceberg under concurrent writes, then the binlog: lake equals source.
 
 Real MariaDB and Spark; a writer thread inserts, updates (also keys) and deletes for the whole
-snapshot. Kill and resume use the ``snapshot_before_load`` / ``snapshot_after_load`` failpoints
-(``raise``, in process: the progress record and the lake are left exactly as a SIGKILL there
-would leave them, since nothing is written between the failpoint and the next step).
+snapshot. Kill and resume: ``binlog-cdc snapshot`` in a subprocess SIGKILLed at the
+``snapshot_after_load`` / ``snapshot_before_load`` failpoints, then started again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+from airflow_provider_binlog.canal import snapshot as snapshot_module
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
 from airflow_provider_binlog.canal.snapshot import Snapshot, table_key
-from airflow_provider_binlog.faults import InjectedFault
+from airflow_provider_binlog.canal.snapshot_position import consistent_start
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
-from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
+from airflow_provider_binlog.lake.snapshot import LakeChunkLoader, chunk_commits
 from airflow_provider_binlog.lake.verify import verify_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -40,15 +43,19 @@ def _config(mariadb: Any, database: str) -> InstanceConfig:
 
 
 class Writer:
-    """Random inserts / updates (also of the key) / deletes on ``table`` until stopped."""
+    """Random inserts / updates (also of the key) / deletes on ``table`` until stopped or
+    ``max_ops`` statements (a bounded drain afterwards)."""
 
-    def __init__(self, mariadb: Any, database: str, table: str, next_id: int, seed: int) -> None:
+    def __init__(
+        self, mariadb: Any, database: str, table: str, next_id: int, seed: int, max_ops: int = 3000
+    ) -> None:
         self.conn = mariadb.connect(database)
         self.table = table
         self.next_id = next_id
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.ops = 0
+        self.max_ops = max_ops
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -66,7 +73,7 @@ class Writer:
     def _run(self) -> None:
         try:
             with self.conn.cursor() as cur:
-                while not self.stop.is_set() and self.ops < 3000:  # bounded drain afterwards
+                while not self.stop.is_set() and self.ops < self.max_ops:
                     r = self.rng.random()
                     k = self.rng.randrange(1, self.next_id)
                     if r < 0.35:
@@ -156,22 +163,26 @@ def _verify(mariadb: Any, database: str, spark: Any, tables: dict[str, str], key
         conn.close()
 
 
-@pytest.fixture
-def no_failpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    faults._hits.clear()
-    yield monkeypatch
-    faults._hits.clear()
-
-
-def test_snapshot_under_concurrent_writes_then_binlog(mariadb: Any, database: str, spark: Any) -> None:
+def test_snapshot_under_concurrent_writes_then_binlog(
+    mariadb: Any, database: str, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _fill(mariadb, database, "t", 1500)
     config = _config(mariadb, database)
     meta = MemoryMetaManager()
     tables = {f"{database}.t": f"lake.{database}.t"}
+    starts: list[Any] = []
+
+    def recorded_start(*args: Any) -> Any:
+        starts.append(consistent_start(*args))
+        return starts[-1]
+
+    # S is the binlog position of a consistent snapshot (its meaning: test_snapshot_position.py)
+    monkeypatch.setattr(snapshot_module, "consistent_start", recorded_start)
     with Writer(mariadb, database, "t", 1500, seed=1) as writer:
         result = _snapshot(config, meta, mariadb, database, spark, tables)
         ops_during = writer.ops
     assert result.cursor_set and ops_during > 20
+    assert starts == [result.start]
     table = result.tables[f"{database}.t"]
     assert table.chunks >= 4
     cursor = meta.get_cursor(config.identity).value
@@ -181,48 +192,6 @@ def test_snapshot_under_concurrent_writes_then_binlog(mariadb: Any, database: st
     # later changes flow on top of the snapshot
     mariadb.execute(f"UPDATE `{database}`.t SET v = 'later' WHERE id % 7 = 0")
     mariadb.execute(f"DELETE FROM `{database}`.t WHERE id % 11 = 0")
-    incremental(config, meta, spark, tables)
-    _verify(mariadb, database, spark, tables)
-
-
-def _chunk_commits(spark: Any, target: str) -> list[int]:
-    rows = spark.sql(f"SELECT summary['binlog-cdc.order-key'] AS k FROM {target}.snapshots").collect()
-    return sorted(int(r.k.split(":")[1]) for r in rows if r.k and r.k.startswith("0:") and r.k != "0:0:-1:-1")
-
-
-def test_killed_snapshot_resumes_without_loading_a_chunk_twice(
-    mariadb: Any, database: str, spark: Any, no_failpoints: pytest.MonkeyPatch
-) -> None:
-    _fill(mariadb, database, "t", 1900)
-    config = _config(mariadb, database)
-    meta = MemoryMetaManager()
-    source, target = f"{database}.t", f"lake.{database}.t"
-    tables = {source: target}
-    with Writer(mariadb, database, "t", 1900, seed=2):
-        # dies after chunk 3 is in the lake but before its progress is written
-        no_failpoints.setenv(faults.ENV, "snapshot_after_load=raise@3")
-        with pytest.raises(InjectedFault):
-            _snapshot(config, meta, mariadb, database, spark, tables)
-        prog = meta.get_json(config.identity, table_key(source)).value
-        assert prog["chunk"] == 2 and prog["pending"]["chunk"] == 3
-        # resumed: learns chunk 3 is committed; dies before loading its second chunk (5)
-        faults._hits.clear()
-        no_failpoints.setenv(faults.ENV, "snapshot_before_load=raise@2")
-        with pytest.raises(InjectedFault):
-            _snapshot(config, meta, mariadb, database, spark, tables)
-        prog = meta.get_json(config.identity, table_key(source)).value
-        assert prog["chunk"] == 4 and prog["pending"]["chunk"] == 5
-        assert meta.get_cursor(config.identity).value is None  # no hand-over before the end
-        no_failpoints.delenv(faults.ENV)
-        result = _snapshot(config, meta, mariadb, database, spark, tables)
-    prog = meta.get_json(config.identity, table_key(source)).value
-    assert prog["status"] == "done"
-    assert prog["loads"] == list(range(1, prog["chunk"] + 1)) or prog["loads"] == list(
-        range(1, prog["chunk"])
-    )
-    assert len(set(prog["loads"])) == len(prog["loads"])
-    assert _chunk_commits(spark, target) == prog["loads"]  # one Iceberg commit per chunk
-    assert result.cursor_set
     incremental(config, meta, spark, tables)
     _verify(mariadb, database, spark, tables)
 
@@ -274,27 +243,81 @@ def test_composite_key_and_keyless_table(mariadb: Any, database: str, spark: Any
     _verify(mariadb, database, spark, tables, {f"{database}.nopk": ["id"]})
 
 
-def test_cli_snapshot_then_binlog(
+def test_cli_snapshot_sigkilled_twice_resumes_then_binlog(
     mariadb: Any, database: str, spark: Any, spark_warehouse: str, tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
+    """``binlog-cdc snapshot`` in a subprocess, SIGKILLed right after a chunk's Iceberg commit
+    (before its progress write), then again just before the next chunk's load, under concurrent
+    writes, as the replication user (no lock privilege); the third start finishes in process, no
+    chunk is loaded twice, and the binlog run from the hand-over makes the lake equal the source."""
     from airflow_provider_binlog import cli
     from airflow_provider_binlog.canal.meta import FileMetaManager
+    from airflow_provider_binlog.canal.meta.model import ClientIdentity
 
-    _fill(mariadb, database, "c", 300)
-    monkeypatch.setenv("SNAP_PASSWORD", mariadb.root_password)
-    source, target = f"{database}.c", f"lake.{database}.c"
+    _fill(mariadb, database, "k", 1000)
+    monkeypatch.setenv("SNAP_PASSWORD", mariadb.repl_password)
+    source, target = f"{database}.k", f"lake.{database}.k"
     argv = [
-        "snapshot", "--host", mariadb.host, "--port", str(mariadb.port), "--user", mariadb.root_user,
-        "--password-env", "SNAP_PASSWORD", "--destination", "snap", "--meta-dir", str(tmp_path),
-        "--tables", f"{source}={target}", "--chunk-size", "200", "--warehouse", spark_warehouse,
-        "--spark-master", "local[2]",
+        "snapshot", "--host", mariadb.host, "--port", str(mariadb.port), "--user", mariadb.repl_user,
+        "--password-env", "SNAP_PASSWORD", "--destination", "snap", "--meta-dir", str(tmp_path / "meta"),
+        "--tables", f"{source}={target}", "--chunk-size", "300", "--warehouse", spark_warehouse,
+        "--spark-master", "local[1]",
     ]  # fmt: skip
+    meta = FileMetaManager(str(tmp_path / "meta"))
+    ident = ClientIdentity("snap", 1001)
+    with Writer(mariadb, database, "k", 1000, seed=3, max_ops=600):
+        # killed after chunk 2 is in the lake, before its progress; then, having learnt that chunk 2
+        # is committed, before chunk 3 is loaded
+        for spec, done, pending, commits in (
+            ("snapshot_after_load=kill@2", 1, 2, [1, 2]),
+            ("snapshot_before_load=kill@1", 2, 3, [1, 2]),
+        ):
+            log = tmp_path / "killed.log"
+            with open(log, "wb") as out:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "airflow_provider_binlog.cli", *argv],
+                    env={**os.environ, faults.ENV: spec}, stdout=out, stderr=subprocess.STDOUT,
+                    timeout=600, check=False,
+                )  # fmt: skip
+            assert proc.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+            assert mariadb.repl_password not in log.read_text()
+            prog = meta.get_json(ident, table_key(source)).value
+            assert (prog["chunk"], prog["pending"]["chunk"]) == (done, pending), prog
+            assert chunk_commits(spark, target, "snap") == commits
+            assert meta.get_cursor(ident).value is None  # no hand-over before the end
     assert cli.main(argv) == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert summary["cursor_set"] and summary["tables"][source]["rows"] == 300
-    assert mariadb.root_password not in json.dumps(summary)
-    mariadb.execute(f"UPDATE `{database}`.c SET v = 'after' WHERE id < 50")
-    config = _config(mariadb, database)
-    incremental(config, FileMetaManager(str(tmp_path)), spark, {source: target})
+    out = capsys.readouterr().out
+    summary = json.loads(out)
+    assert summary["cursor_set"] and summary["tables"][source]["rows"] > 0
+    assert mariadb.repl_password not in out
+    prog = meta.get_json(ident, table_key(source)).value
+    assert prog["status"] == "done" and prog["loads"][:3] == [1, 2, 3]
+    assert chunk_commits(spark, target, "snap") == prog["loads"] == sorted(set(prog["loads"]))
+    mariadb.execute(f"UPDATE `{database}`.k SET v = 'after' WHERE id < 50")
+    incremental(_config(mariadb, database), meta, spark, {source: target})
     _verify(mariadb, database, spark, {source: target})
+
+
+def test_cli_snapshot_waits_for_the_running_node_then_names_its_holder(
+    mariadb: Any, zookeeper: Any, zk_chroot: str, zk_client: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """With ``--zookeeper`` the CLI is the destination's one consumer: held by someone else, it
+    fails after ``--running-timeout`` naming the holder, before reading or writing anything."""
+    from airflow_provider_binlog import cli
+    from airflow_provider_binlog.canal.ha import RunningNode
+    from airflow_provider_binlog.canal.meta.model import ClientIdentity
+
+    monkeypatch.setenv("SNAP_PASSWORD", mariadb.repl_password)
+    argv = [
+        "snapshot", "--host", mariadb.host, "--port", str(mariadb.port), "--user", mariadb.repl_user,
+        "--password-env", "SNAP_PASSWORD", "--destination", "held", "--zookeeper",
+        zookeeper.hosts + zk_chroot, "--running-timeout", "0.5", "--tables", "a.b=lake.a.b",
+    ]  # fmt: skip
+    with RunningNode(zk_client, ClientIdentity("held", 1001), label="dags/load/try-3") as node:
+        node.acquire()
+        assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "being consumed by" in err and "dags/load/try-3" in err and "waited 0.5s" in err, err
+    assert zk_client.get_children("/otter/canal/destinations/held/1001") == []  # nothing written
