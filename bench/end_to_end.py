@@ -278,7 +278,10 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="    [op] %(message)s", force=True)
     for noisy in ("py4j", "airflow", "kazoo"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+
+    opts = {k: params[k] for k in ("write_mode", "count_changes") if params[k] is not None}
 
     op = BinlogToSparkOperator(
         task_id=params["task_id"], destination=DESTINATION, tables=ROUTES,
@@ -286,6 +289,7 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
         start_from=params["start_from"], spark_master=params["master"], warehouse=params["warehouse"],
         batch_size=params["batch_size"], max_rows_per_commit=params["max_rows"],
         spark_conf={"spark.driver.memory": params["driver_memory"]},
+        target_options=TargetOptions(**opts) if opts else None,
     )  # fmt: skip
     ti = SimpleNamespace(dag_id="bench_end_to_end", task_id=params["task_id"], try_number=1)
     context: Any = {"ti": ti, "run_id": params["task_id"]}
@@ -454,6 +458,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stmt", type=int, default=1_000, help="rows per multi-row statement (at most)")
     ap.add_argument("--batch-size", type=int, default=5_000, help="operator batch_size")
     ap.add_argument("--max-rows", type=int, default=200_000, help="operator max_rows_per_commit")
+    ap.add_argument(
+        "--write-mode",
+        choices=("copy-on-write", "merge-on-read"),
+        default=None,
+        help="TargetOptions.write_mode (default: the product's)",
+    )
+    ap.add_argument(
+        "--count-changes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="TargetOptions.count_changes (default: the product's)",
+    )
     ap.add_argument("--master", default="local[2]", help="Spark master")
     ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the JVM heap)")
     ap.add_argument("--zookeeper", action="store_true", help="a throwaway ZooKeeper as meta store")
@@ -487,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": env, "zk_conn": "zookeeper_bench" if zk else None, "meta_dir": str(work / "meta"),
         "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
         "max_rows": args.max_rows, "driver_memory": args.driver_memory, "profile": None,
+        "write_mode": args.write_mode, "count_changes": args.count_changes,
     }  # fmt: skip
     try:
         conn = server.connect()

@@ -21,6 +21,8 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator
@@ -294,12 +296,10 @@ class BinlogToSparkOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_binlog.canal.change import RowChange
         from airflow_provider_binlog.canal.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
-        from airflow_provider_binlog.canal.store import estimate_size
         from airflow_provider_binlog.hooks.binlog import BinlogHook
-        from airflow_provider_binlog.lake.merge import ChangeMerger
+        from airflow_provider_binlog.lake.merge import ChangeMerger, TableCounts
 
         routes = Routes(dict(self.tables))
         ti = context["ti"]
@@ -342,73 +342,92 @@ class BinlogToSparkOperator(BaseOperator):
                 self._reconcile(instance, open_merger())
 
             totals: dict[str, dict[str, int]] = {}
-            # seconds of this loop: waiting for the parser thread, buffering entries, committing
-            # (merger.timings splits it), acking
-            timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit": 0.0, "ack": 0.0}
+            # seconds of this loop on the main thread: waiting for the parser thread, buffering
+            # entries, waiting for the commit thread, acking (merger.timings splits the commits)
+            timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit_wait": 0.0, "ack": 0.0}
             clock = time.perf_counter
-            routed: set[tuple[str, str]] = set()
             pending: list[int] = []
             batches = rows = total_rows = size = commits = 0
             last_end = None
             started = last_log = time.monotonic()
-            while True:
-                if not pending and instance.done:
-                    break
+            # One chunk commits in this thread while the next one is read: the commit stages its
+            # chunk, releases the chunk's batches from the store (the parser refills that space while
+            # Spark merges), merges; only then, on this thread, are the batches acked.
+            committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+            in_flight: tuple[Future[dict[str, TableCounts]], list[int], int] | None = None
+
+            def release(batch_ids: list[int]) -> None:
+                for batch_id in batch_ids:
+                    instance.store.release(batch_id)
+
+            def settle() -> None:
+                """Wait for the running commit, then ack its batches: the cursor moves only now."""
+                nonlocal in_flight, total_rows, commits
+                if in_flight is None:
+                    return
+                future, batch_ids, n = in_flight
+                in_flight = None
                 t0 = clock()
-                batch = instance.get_without_ack(self.batch_size, timeout=1.0)
+                for target, counts in future.result().items():
+                    acc = totals.setdefault(target, {})
+                    for k, v in counts.as_dict().items():
+                        acc[k] = acc.get(k, 0) + v
                 t1 = clock()
-                timings["wait"] += t1 - t0
-                if batch.id is not None:
-                    failpoint("drain")
-                    batches += 1
-                    pending.append(batch.id)
-                    if merger is None:
-                        open_merger()
-                        t2 = clock()
-                        timings["spark_start"] += t2 - t1
-                        t1 = t2
-                    m = open_merger()
-                    for entry in batch.entries:
-                        if isinstance(entry, RowChange):
-                            source = (entry.schema, entry.table)
-                            if source not in routed:  # a route depends on the name only: once a table
-                                routed.add(source)
-                                target = routes.target_for(*source)
-                                if target is not None:
-                                    m.add_route(entry.qualified_name, target)
-                            rows += 1
-                        size += estimate_size(entry)
-                        m.add(entry)
-                    last_end = batch.entries[-1].end_position
-                    timings["buffer"] += clock() - t1
-                full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
-                if pending and (batch.id is None or full):
-                    assert merger is not None
-                    failpoint("before_commit")
+                timings["commit_wait"] += t1 - t0
+                failpoint("after_commit")
+                for batch_id in batch_ids:
+                    failpoint("ack")
+                    instance.ack(batch_id)
+                timings["ack"] += clock() - t1
+                failpoint("after_ack")
+                commits += 1
+                total_rows += n
+
+            try:
+                while True:
+                    if not pending and instance.done:
+                        break
                     t0 = clock()
-                    for target, counts in merger.finish(end_position=last_end).items():
-                        acc = totals.setdefault(target, {})
-                        for k, v in counts.as_dict().items():
-                            acc[k] = acc.get(k, 0) + v
+                    batch = instance.get_without_ack(self.batch_size, timeout=1.0)
                     t1 = clock()
-                    timings["commit"] += t1 - t0
-                    failpoint("after_commit")
-                    for batch_id in pending:
-                        failpoint("ack")
-                        instance.ack(batch_id)
-                    timings["ack"] += clock() - t1
-                    failpoint("after_ack")
-                    commits += 1
-                    total_rows += rows
-                    pending, rows, size = [], 0, 0
-                now = time.monotonic()
-                if now - last_log >= 10:
-                    last_log = now
-                    self.log.info(
-                        "destination %s: %d changes (%.0f/s), at %s, lag %s s",
-                        self.destination, total_rows + rows, (total_rows + rows) / (now - started),
-                        last_end, instance.lag_seconds,
-                    )  # fmt: skip
+                    timings["wait"] += t1 - t0
+                    if batch.id is not None:
+                        failpoint("drain")
+                        batches += 1
+                        pending.append(batch.id)
+                        if merger is None:
+                            open_merger()
+                            t2 = clock()
+                            timings["spark_start"] += t2 - t1
+                            t1 = t2
+                        rows += open_merger().add_many(batch.entries, routes.target_for)
+                        size += batch.size
+                        last_end = batch.entries[-1].end_position
+                        timings["buffer"] += clock() - t1
+                    elif not pending and in_flight is not None:  # nothing to read now: give the commit time
+                        wait([in_flight[0]], timeout=0.5)
+                    full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
+                    if pending and (batch.id is None or full):
+                        assert merger is not None
+                        failpoint("before_commit")
+                        settle()  # one commit at a time: batches are acked in order
+                        chunk = merger.take()
+                        future = committer.submit(merger.commit, chunk, last_end, partial(release, pending))
+                        in_flight = (future, pending, rows)
+                        pending, rows, size = [], 0, 0
+                    elif in_flight is not None and in_flight[0].done():
+                        settle()  # ack as soon as the lake has the chunk
+                    now = time.monotonic()
+                    if now - last_log >= 10:
+                        last_log = now
+                        self.log.info(
+                            "destination %s: %d changes (%.0f/s), at %s, lag %s s",
+                            self.destination, total_rows + rows, (total_rows + rows) / (now - started),
+                            last_end, instance.lag_seconds,
+                        )  # fmt: skip
+                settle()
+            finally:
+                committer.shutdown(wait=True)  # a failed attempt leaves no statement running
             cursor = instance.cursor
             end = str(cursor.binlog_position) if cursor is not None and cursor.binlog_position else str(point)
             elapsed = time.monotonic() - started
