@@ -76,7 +76,11 @@ class TargetOptions:
     :param soft_delete: mark deleted rows ``_cdc_deleted = true`` instead of deleting them.
     :param metadata_columns: add ``_cdc_op``, ``_cdc_ts`` and ``_cdc_position``.
     :param partition_by: Iceberg partition fields at creation: ``col``, ``days(col)``, ``bucket(16, col)``...
-    :param write_mode: ``copy-on-write`` or ``merge-on-read`` (set at creation).
+    :param write_mode: ``merge-on-read`` (default: a MERGE writes the changed rows and delete files,
+        its cost follows the change, not the table) or ``copy-on-write`` (rewrites the data files it
+        touches, all of an unpartitioned table, for faster reads); set at creation. Merge-on-read
+        tables need Iceberg's ``rewrite_data_files`` / ``rewrite_position_delete_files`` from time
+        to time, as delete files accumulate.
     :param table_properties: more Iceberg table properties at creation.
     :param types: type-mapping choices.
     :param count_changes: make ``inserted``/``updated``/``deleted`` the lake's own counts (rows the
@@ -90,7 +94,7 @@ class TargetOptions:
     soft_delete: bool = False
     metadata_columns: bool = False
     partition_by: tuple[str, ...] = ()
-    write_mode: WriteMode = "copy-on-write"
+    write_mode: WriteMode = "merge-on-read"
     table_properties: Mapping[str, str] = field(default_factory=dict)
     types: TypeOptions = field(default_factory=TypeOptions)
     count_changes: bool = False

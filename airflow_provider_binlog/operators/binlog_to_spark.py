@@ -4,10 +4,13 @@ One run::
 
     take the destination's running node  (waits running_timeout, then fails naming the holder)
     read the cursor; reconcile batches an earlier attempt left un-acked (marks vs. lake snapshots)
-    fix the stop point (head at task start by default)
-    loop: get batch -> merger.add   ... every max_rows_per_commit / max_bytes_per_commit, or when
-          nothing more is buffered: MERGE INTO each target (snapshot props carry the position),
-          then ack the batches (the cursor moves to the last transaction end)
+    fix the stop point (head at task start by default); start Spark in the committer thread
+    loop: get batch -> merger.add_many   ... every max_rows_per_commit / max_bytes_per_commit, or
+          when nothing more is buffered, hand the chunk to the committer thread: it stages the
+          chunk, releases its batches' memory in the store, and runs MERGE INTO per target
+          (snapshot props carry the position), while this thread reads the next chunk; once the
+          commit returned, this thread acks the chunk's batches (the cursor moves to the last
+          transaction end). One commit at a time, acks in order.
     record the run (meta store + XCom summary); release the running node
 
 Exactly once: the cursor moves only after Spark committed; the lake remembers, per table and
@@ -296,6 +299,7 @@ class BinlogToSparkOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_binlog.canal.change import Entry
         from airflow_provider_binlog.canal.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
         from airflow_provider_binlog.hooks.binlog import BinlogHook
@@ -315,6 +319,9 @@ class BinlogToSparkOperator(BaseOperator):
         self._instance = instance
         spark = None
         merger: ChangeMerger | None = None
+        # commits run on this thread (see the loop); it first starts Spark while the parser reads
+        committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+        starting: Future[Any] | None = None
         try:
             if self.snapshot != "never":
                 spark = self._initial_snapshot(hook, instance, routes)
@@ -328,10 +335,13 @@ class BinlogToSparkOperator(BaseOperator):
                 try_number=ti.try_number, label=label,
             )  # fmt: skip
 
+            if spark is None:  # the JVM starts (seconds) while the first chunk is read
+                starting = committer.submit(self._spark)
+
             def open_merger() -> ChangeMerger:
                 nonlocal spark, merger
                 if merger is None:
-                    spark = spark or self._spark()
+                    spark = spark or (starting.result() if starting is not None else self._spark())
                     merger = ChangeMerger(
                         spark, self.destination, self._known_routes(hook, routes), self.target_options,
                         max_rows=self.max_rows_per_commit + self.batch_size + 1,
@@ -350,10 +360,9 @@ class BinlogToSparkOperator(BaseOperator):
             batches = rows = total_rows = size = commits = 0
             last_end = None
             started = last_log = time.monotonic()
-            # One chunk commits in this thread while the next one is read: the commit stages its
-            # chunk, releases the chunk's batches from the store (the parser refills that space while
-            # Spark merges), merges; only then, on this thread, are the batches acked.
-            committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+            # One chunk commits in the committer thread while the next one is read: the commit stages
+            # its chunk, releases the chunk's batches from the store (the parser refills that space
+            # while Spark merges), merges; only then, on this thread, are the batches acked.
             in_flight: tuple[Future[dict[str, TableCounts]], list[int], int] | None = None
 
             def release(batch_ids: list[int]) -> None:
@@ -383,51 +392,63 @@ class BinlogToSparkOperator(BaseOperator):
                 commits += 1
                 total_rows += n
 
-            try:
-                while True:
-                    if not pending and instance.done:
-                        break
+            early: list[tuple[Entry, ...]] = []  # batches taken while Spark was still starting
+
+            def feed(entries: tuple[Entry, ...] | None = None, wait_for_spark: bool = False) -> None:
+                """Buffer a batch into the merger, or keep it aside until Spark is up."""
+                nonlocal rows
+                if entries is not None:
+                    early.append(entries)
+                if merger is None and not wait_for_spark and starting is not None and not starting.done():
+                    return
+                if merger is None:
                     t0 = clock()
-                    batch = instance.get_without_ack(self.batch_size, timeout=1.0)
-                    t1 = clock()
-                    timings["wait"] += t1 - t0
-                    if batch.id is not None:
-                        failpoint("drain")
-                        batches += 1
-                        pending.append(batch.id)
-                        if merger is None:
-                            open_merger()
-                            t2 = clock()
-                            timings["spark_start"] += t2 - t1
-                            t1 = t2
-                        rows += open_merger().add_many(batch.entries, routes.target_for)
-                        size += batch.size
-                        last_end = batch.entries[-1].end_position
-                        timings["buffer"] += clock() - t1
-                    elif not pending and in_flight is not None:  # nothing to read now: give the commit time
-                        wait([in_flight[0]], timeout=0.5)
-                    full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
-                    if pending and (batch.id is None or full):
-                        assert merger is not None
-                        failpoint("before_commit")
-                        settle()  # one commit at a time: batches are acked in order
-                        chunk = merger.take()
-                        future = committer.submit(merger.commit, chunk, last_end, partial(release, pending))
-                        in_flight = (future, pending, rows)
-                        pending, rows, size = [], 0, 0
-                    elif in_flight is not None and in_flight[0].done():
-                        settle()  # ack as soon as the lake has the chunk
-                    now = time.monotonic()
-                    if now - last_log >= 10:
-                        last_log = now
-                        self.log.info(
-                            "destination %s: %d changes (%.0f/s), at %s, lag %s s",
-                            self.destination, total_rows + rows, (total_rows + rows) / (now - started),
-                            last_end, instance.lag_seconds,
-                        )  # fmt: skip
-                settle()
-            finally:
-                committer.shutdown(wait=True)  # a failed attempt leaves no statement running
+                    open_merger()
+                    timings["spark_start"] += clock() - t0
+                assert merger is not None
+                for taken in early:
+                    rows += merger.add_many(taken, routes.target_for)
+                early.clear()
+
+            while True:
+                if not pending and instance.done:
+                    break
+                t0 = clock()
+                batch = instance.get_without_ack(self.batch_size, timeout=1.0)
+                t1 = clock()
+                timings["wait"] += t1 - t0
+                if batch.id is not None:
+                    failpoint("drain")
+                    batches += 1
+                    pending.append(batch.id)
+                    started_spark = timings["spark_start"]
+                    feed(batch.entries)
+                    size += batch.size
+                    last_end = batch.entries[-1].end_position
+                    timings["buffer"] += clock() - t1 - (timings["spark_start"] - started_spark)
+                elif not pending and in_flight is not None:  # nothing to read now: give the commit time
+                    wait([in_flight[0]], timeout=0.5)
+                full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
+                if pending and (batch.id is None or full):
+                    feed(wait_for_spark=True)
+                    assert merger is not None
+                    failpoint("before_commit")
+                    settle()  # one commit at a time: batches are acked in order
+                    chunk = merger.take()
+                    future = committer.submit(merger.commit, chunk, last_end, partial(release, pending))
+                    in_flight = (future, pending, rows)
+                    pending, rows, size = [], 0, 0
+                elif in_flight is not None and in_flight[0].done():
+                    settle()  # ack as soon as the lake has the chunk
+                now = time.monotonic()
+                if now - last_log >= 10:
+                    last_log = now
+                    self.log.info(
+                        "destination %s: %d changes (%.0f/s), at %s, lag %s s",
+                        self.destination, total_rows + rows, (total_rows + rows) / (now - started),
+                        last_end, instance.lag_seconds,
+                    )  # fmt: skip
+            settle()
             cursor = instance.cursor
             end = str(cursor.binlog_position) if cursor is not None and cursor.binlog_position else str(point)
             elapsed = time.monotonic() - started
@@ -455,6 +476,9 @@ class BinlogToSparkOperator(BaseOperator):
         finally:
             self._instance = None
             instance.close()
+            committer.shutdown(wait=True)  # a failed attempt leaves no statement running
+            if spark is None and starting is not None and starting.exception() is None:
+                spark = starting.result()  # started, never used
             if merger is not None:
                 merger.close()
             hook.close()

@@ -59,7 +59,7 @@ def _assert_equal(spark: Any, target: str, src: SourceTable, where: str = "") ->
 @pytest.mark.parametrize(
     ("seed", "options", "max_rows"),
     [
-        (1, TargetOptions(), 1000),
+        (1, TargetOptions(write_mode="copy-on-write", count_changes=True), 1000),
         (
             2,
             TargetOptions(
