@@ -25,33 +25,41 @@ base load (run A) are not counted in the measured figures. The operator's own co
 Each operator run executes in its own spawned process, as an Airflow task does, so its peak RSS
 (``ru_maxrss``) is the operator's alone; the Spark JVM (a child of it) is sampled with psutil.
 The split comes from timing counters in the product (``summary["timings"]``: ``wait`` = consumer
-blocked on the parser, ``buffer`` = routing/buffering entries, ``collapse``/``stage`` = Python
-collapse + Arrow/Parquet write, ``spark`` = Spark read of the staged file, count and MERGE,
-``ack`` = cursor writes) plus the parser thread's CPU seconds (psutil, by thread id).
+blocked on the parser, ``buffer`` = routing/buffering entries, ``commit_wait`` = main thread
+waiting for the committer thread; in that thread ``collapse``/``stage`` = Python collapse +
+Arrow/Parquet write, ``spark`` = Spark read of the staged file, table DDL and MERGE; ``ack`` =
+cursor writes) plus the parser thread's CPU seconds (psutil, by thread id). The ``--write-mode``
+and ``--count-changes`` options compare against the non-default ``TargetOptions``.
 
-    .venv/bin/python -u bench/end_to_end.py                    # 1M changes (about 35 min on a busy box)
+    .venv/bin/python -u bench/end_to_end.py                    # 1M changes (~20 min, mostly the baseline)
     .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
     .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
 
-Measured 2026-11-21, 2 cores shared with other jobs (load average 11-19 during the run: every wall
-time below is inflated by CPU starvation; the CPU seconds are the steadier figures). 1M changes,
-``local[2]``, file meta store, product defaults (batch 5,000, 200k rows per commit, copy-on-write,
-count_changes on), tables of 300k rows growing to 400k:
+Measured 2026-11-21 23:39 UTC, 2 cores shared with other jobs (load average 6.3-9.5 during the
+run: wall times are inflated by CPU starvation; the CPU seconds are the steadier figures). 1M
+changes, ``local[2]``, file meta store, product defaults (batch 5,000, 200k rows per commit,
+merge-on-read, counts as the source reported them), tables of 100k rows each growing to ~133k:
 
-* end to end 1,000,000 changes in 572.6 s = **1,746 changes/s** (target 50k/s: missed by ~30x);
-  operator CPU 73.4 s (parser thread 28.0 s = 35.8k changes per CPU-second), Spark JVM CPU 114.4 s;
-* main thread wall split: Spark start 61 s, waiting for the parser 16 s, buffering 81 s, commits
-  391 s (collapse 22 s, Arrow/Parquet staging 23 s, Spark read + count + MERGE 345 s), acks 14 s;
-* peak RSS: operator process 499 MB (under the 1 GB target), Spark JVM 1,162 MB;
-* parse only, same range: ours 8,391 changes/s vs python-mysql-replication 1,345 changes/s = 6.2x
-  (it counted 1,000,030 rows: it re-reads some events after a reconnect; ours exactly 1,000,000);
-* lake == source for all 3 tables (133,018 / 134,907 / 132,075 rows).
+* end to end 1,000,000 changes in 168.7 s = **5,927 changes/s** (target 50k/s: missed by 8.4x);
+  operator CPU 45.3 s (parser thread 28.7 s = 34.9k changes per CPU-second), Spark JVM CPU 64.5 s;
+* main thread wall: Spark start 0.3 s (it starts in the committer thread while the first chunk is
+  read), waiting for the parser 72 s, buffering 0.3 s, waiting for a commit 57 s, acks 2 s;
+  committer thread: collapse 7 s, Arrow/Parquet staging 10 s, Spark 134 s for 6 commits;
+* peak RSS: operator process 493 MB (under the 1 GB target), Spark JVM 711 MB;
+* lake == source for all 3 tables.
 
-Buffering was ~80-180 us per change before the route of each table was resolved once per run
-(``Routes.target_for`` compiled the glob and ``add_route`` parsed the target for every row); after
-it ~17 us (100k mixed run: 1.7 s buffering for 100k changes). Even on an idle machine the
-measured CPU (~190 s per 1M changes, 60% of it in the JVM) bounds this design at roughly 10k
-changes/s on 2 cores: 50k/s needs the Spark side cut several-fold.
+The run before these changes (same command, load 11-19): 1,746 changes/s, operator CPU 73.4 s,
+Spark JVM CPU 114.4 s, commits 391 s of 573 s. What changed: no counting join per MERGE,
+merge-on-read tables, the quick JIT only (``-XX:TieredStopAtLevel=1``) for a local driver, Spark
+started in the background, each chunk's MERGE overlapping the reading of the next chunk (the store
+releases a chunk's batches once staged; they are acked after the commit), buffering ~0.3 us per
+change (was ~17 us), decoder values handed to Arrow unconverted where that is exact.
+
+Why 50k/s is not reached: 20 s per million changes is less than the parser thread's own CPU
+(28.7 s, one core under the GIL); the whole run needs ~110 CPU-seconds, so 2 cores bound it at
+~18k changes/s even idle. Next: a row decoder outside the GIL (C/Rust, or parser processes per
+table), staging from decoded columns instead of per-row dicts, and a warm Spark (Connect or a
+long-lived cluster) so a run pays no JVM start or JIT.
 """
 
 from __future__ import annotations
