@@ -25,33 +25,43 @@ base load (run A) are not counted in the measured figures. The operator's own co
 Each operator run executes in its own spawned process, as an Airflow task does, so its peak RSS
 (``ru_maxrss``) is the operator's alone; the Spark JVM (a child of it) is sampled with psutil.
 The split comes from timing counters in the product (``summary["timings"]``: ``wait`` = consumer
-blocked on the parser, ``buffer`` = routing/buffering entries, ``collapse``/``stage`` = Python
-collapse + Arrow/Parquet write, ``spark`` = Spark read of the staged file, count and MERGE,
-``ack`` = cursor writes) plus the parser thread's CPU seconds (psutil, by thread id).
+blocked on the parser, ``buffer`` = routing/buffering entries, ``commit_wait`` = main thread
+waiting for the committer thread; in that thread ``collapse``/``stage`` = Python collapse +
+Arrow/Parquet write, ``spark`` = Spark read of the staged file, table DDL and MERGE; ``ack`` =
+cursor writes) plus the parser thread's CPU seconds (psutil, by thread id). The ``--write-mode``
+and ``--count-changes`` options compare against the non-default ``TargetOptions``.
 
-    .venv/bin/python -u bench/end_to_end.py                    # 1M changes (about 35 min on a busy box)
+    .venv/bin/python -u bench/end_to_end.py                    # 1M changes (~20 min, mostly the baseline)
     .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
     .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
 
-Measured 2026-11-21, 2 cores shared with other jobs (load average 11-19 during the run: every wall
-time below is inflated by CPU starvation; the CPU seconds are the steadier figures). 1M changes,
-``local[2]``, file meta store, product defaults (batch 5,000, 200k rows per commit, copy-on-write,
-count_changes on), tables of 300k rows growing to 400k:
+Measured 2026-11-21 23:39 UTC, 2 cores shared with other jobs (load average 6.3-9.5 during the
+run: wall times are inflated by CPU starvation; the CPU seconds are the steadier figures). 1M
+changes, ``local[2]``, file meta store, product defaults (batch 5,000, 200k rows per commit,
+merge-on-read, counts as the source reported them), tables of 100k rows each growing to ~133k:
 
-* end to end 1,000,000 changes in 572.6 s = **1,746 changes/s** (target 50k/s: missed by ~30x);
-  operator CPU 73.4 s (parser thread 28.0 s = 35.8k changes per CPU-second), Spark JVM CPU 114.4 s;
-* main thread wall split: Spark start 61 s, waiting for the parser 16 s, buffering 81 s, commits
-  391 s (collapse 22 s, Arrow/Parquet staging 23 s, Spark read + count + MERGE 345 s), acks 14 s;
-* peak RSS: operator process 499 MB (under the 1 GB target), Spark JVM 1,162 MB;
-* parse only, same range: ours 8,391 changes/s vs python-mysql-replication 1,345 changes/s = 6.2x
+* end to end 1,000,000 changes in 168.7 s = **5,927 changes/s** (target 50k/s: missed by 8.4x);
+  operator CPU 45.3 s (parser thread 28.7 s = 34.9k changes per CPU-second), Spark JVM CPU 64.5 s;
+* main thread wall: Spark start 0.3 s (it starts in the committer thread while the first chunk is
+  read), waiting for the parser 72 s, buffering 0.3 s, waiting for a commit 57 s, acks 2 s;
+  committer thread: collapse 7 s, Arrow/Parquet staging 10 s, Spark 134 s for 6 commits;
+* peak RSS: operator process 493 MB (under the 1 GB target), Spark JVM 711 MB;
+* parse only, same range: ours 14,464 changes/s vs python-mysql-replication 2,622 changes/s = 5.5x
   (it counted 1,000,030 rows: it re-reads some events after a reconnect; ours exactly 1,000,000);
 * lake == source for all 3 tables (133,018 / 134,907 / 132,075 rows).
 
-Buffering was ~80-180 us per change before the route of each table was resolved once per run
-(``Routes.target_for`` compiled the glob and ``add_route`` parsed the target for every row); after
-it ~17 us (100k mixed run: 1.7 s buffering for 100k changes). Even on an idle machine the
-measured CPU (~190 s per 1M changes, 60% of it in the JVM) bounds this design at roughly 10k
-changes/s on 2 cores: 50k/s needs the Spark side cut several-fold.
+The run before these changes (same command, load 11-19): 1,746 changes/s, operator CPU 73.4 s,
+Spark JVM CPU 114.4 s, commits 391 s of 573 s. What changed: no counting join per MERGE,
+merge-on-read tables, the quick JIT only (``-XX:TieredStopAtLevel=1``) for a local driver, Spark
+started in the background, each chunk's MERGE overlapping the reading of the next chunk (the store
+releases a chunk's batches once staged; they are acked after the commit), buffering ~0.3 us per
+change (was ~17 us), decoder values handed to Arrow unconverted where that is exact.
+
+Why 50k/s is not reached: 20 s per million changes is less than the parser thread's own CPU
+(28.7 s, one core under the GIL); the whole run needs ~110 CPU-seconds, so 2 cores bound it at
+~18k changes/s even idle. Next: a row decoder outside the GIL (C/Rust, or parser processes per
+table), staging from decoded columns instead of per-row dicts, and a warm Spark (Connect or a
+long-lived cluster) so a run pays no JVM start or JIT.
 """
 
 from __future__ import annotations
@@ -278,7 +288,10 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="    [op] %(message)s", force=True)
     for noisy in ("py4j", "airflow", "kazoo"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+
+    opts = {k: params[k] for k in ("write_mode", "count_changes") if params[k] is not None}
 
     op = BinlogToSparkOperator(
         task_id=params["task_id"], destination=DESTINATION, tables=ROUTES,
@@ -286,6 +299,7 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
         start_from=params["start_from"], spark_master=params["master"], warehouse=params["warehouse"],
         batch_size=params["batch_size"], max_rows_per_commit=params["max_rows"],
         spark_conf={"spark.driver.memory": params["driver_memory"]},
+        target_options=TargetOptions(**opts) if opts else None,
     )  # fmt: skip
     ti = SimpleNamespace(dag_id="bench_end_to_end", task_id=params["task_id"], try_number=1)
     context: Any = {"ti": ti, "run_id": params["task_id"]}
@@ -454,6 +468,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stmt", type=int, default=1_000, help="rows per multi-row statement (at most)")
     ap.add_argument("--batch-size", type=int, default=5_000, help="operator batch_size")
     ap.add_argument("--max-rows", type=int, default=200_000, help="operator max_rows_per_commit")
+    ap.add_argument(
+        "--write-mode",
+        choices=("copy-on-write", "merge-on-read"),
+        default=None,
+        help="TargetOptions.write_mode (default: the product's)",
+    )
+    ap.add_argument(
+        "--count-changes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="TargetOptions.count_changes (default: the product's)",
+    )
     ap.add_argument("--master", default="local[2]", help="Spark master")
     ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the JVM heap)")
     ap.add_argument("--zookeeper", action="store_true", help="a throwaway ZooKeeper as meta store")
@@ -487,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": env, "zk_conn": "zookeeper_bench" if zk else None, "meta_dir": str(work / "meta"),
         "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
         "max_rows": args.max_rows, "driver_memory": args.driver_memory, "profile": None,
+        "write_mode": args.write_mode, "count_changes": args.count_changes,
     }  # fmt: skip
     try:
         conn = server.connect()

@@ -40,6 +40,16 @@ re-read the binlog from the durable cursor, which starts again at the transactio
 A crash behaves the same way: the restart resumes from the durable cursor. Consumers must thus
 treat everything after the durable cursor as provisional, which they must anyway.
 
+Releasing handed-out batches before the ack
+-------------------------------------------
+A consumer that has copied a batch's entries elsewhere (staged them to a file) but cannot ack yet
+(its commit is still running) may :meth:`EventStore.release` it: the store drops its entries and
+their bytes, so the producer can refill that space while the commit runs, but the batch stays
+outstanding and its ack still moves the cursor. Batches are released oldest first. As with a
+partial transaction, a released batch cannot be handed out again: :meth:`EventStore.rollback`
+then returns ``False`` and the caller re-reads from the durable cursor. The cursors become
+``put >= get >= release >= ack``, and capacity counts from ``release``.
+
 Sizes are estimated cheaply (:func:`estimate_size`: fixed overhead plus the lengths of str/bytes
 values), not measured; the estimate is what ``max_bytes`` bounds.
 """
@@ -95,6 +105,7 @@ class Batch:
     :param end_seq: store sequence just past the last entry.
     :param ack_point: the last transaction end or DDL in the batch; ``None`` when the batch lies
         wholly inside a transaction (acking it then releases memory but does not move the cursor).
+    :param size: the estimated bytes of its entries (what the store counted for them).
     """
 
     id: int | None
@@ -102,6 +113,7 @@ class Batch:
     start_seq: int
     end_seq: int
     ack_point: TransactionEnd | DdlEntry | None
+    size: int = 0
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -151,10 +163,12 @@ class EventStore:
         self._put_seq = 0
         self._get_seq = 0
         self._ack_seq = 0
+        self._release_seq = 0
         self._durable_seq = 0
         self._used_bytes = 0
         self._next_batch_id = max(1, first_batch_id)
         self._outstanding: OrderedDict[int, Batch] = OrderedDict()
+        self._released: dict[int, int | None] = {}  # released batch id -> its durable sequence
         self._producer_waiting = False
         self._flushed = False
         self._closed = False
@@ -192,7 +206,7 @@ class EventStore:
                         raise StoreClosedError("the event store is closed")
                     if self._generation != generation:
                         raise StoreResetError("the event store was reset")
-                    held = self._put_seq - self._ack_seq
+                    held = self._put_seq - self._release_seq
                     if held < self.max_entries and (held == 0 or self._used_bytes + size <= self.max_bytes):
                         break
                     self._producer_waiting = True
@@ -262,23 +276,26 @@ class EventStore:
             cap = self.max_entries
             ring = self._ring
             first = start % cap
+            sizes = self._sizes
             if first + n <= cap:
                 entries = tuple(ring[first : first + n])
+                size = sum(sizes[first : first + n])
             else:
                 entries = tuple(ring[first:]) + tuple(ring[: n - (cap - first)])
+                size = sum(sizes[first:]) + sum(sizes[: n - (cap - first)])
             ack_point: TransactionEnd | DdlEntry | None = None
             for entry in reversed(entries):
                 if type(entry) is TransactionEnd or (type(entry) is DdlEntry and entry.ends_statement):
                     ack_point = entry
                     break
-            batch = Batch(self._next_batch_id, entries, start, start + n, ack_point)  # type: ignore[arg-type]
+            batch = Batch(self._next_batch_id, entries, start, start + n, ack_point, size)  # type: ignore[arg-type]
             self._next_batch_id += 1
             self._get_seq += n
             self._outstanding[batch.id] = batch  # type: ignore[index]
             return batch
 
     def _full(self) -> bool:
-        return self._put_seq - self._ack_seq >= self.max_entries or self._used_bytes >= self.max_bytes
+        return self._put_seq - self._release_seq >= self.max_entries or self._used_bytes >= self.max_bytes
 
     def ack(self, batch_id: int) -> Batch:
         """Release the oldest outstanding batch.
@@ -292,21 +309,57 @@ class EventStore:
             if oldest is None or batch_id != oldest:
                 raise BatchOrderError(batch_id, oldest)
             batch = self._outstanding.pop(oldest)
-            cap = self.max_entries
-            for seq in range(batch.start_seq, batch.end_seq):
-                slot = seq % cap
-                self._used_bytes -= self._sizes[slot]
-                self._ring[slot] = None
-                self._sizes[slot] = 0
+            if oldest in self._released:
+                durable = self._released.pop(oldest)
+            else:
+                self._drop(batch)
+                self._release_seq = batch.end_seq
+                durable = self._ack_end(batch)
             self._ack_seq = batch.end_seq
-            if batch.ack_point is not None:
-                # the durable point is just past the ack point inside the batch
-                idx = len(batch.entries) - 1
-                while batch.entries[idx] is not batch.ack_point:
-                    idx -= 1
-                self._durable_seq = batch.start_seq + idx + 1
+            if durable is not None:
+                self._durable_seq = durable
             self._not_full.notify_all()
             return batch
+
+    def release(self, batch_id: int) -> None:
+        """Drop the entries of an outstanding batch from memory, keeping it outstanding.
+
+        For a consumer that has copied the entries and waits for its commit before acking (see the
+        module docstring); afterwards :meth:`rollback` returns ``False``.
+
+        :param batch_id: the oldest outstanding batch not released yet.
+        :raises BatchOrderError: ``batch_id`` is not that batch.
+        """
+        with self._lock:
+            oldest = next((b for b in self._outstanding.values() if b.end_seq > self._release_seq), None)
+            if oldest is None or oldest.id != batch_id:
+                raise BatchOrderError(batch_id, oldest.id if oldest is not None else None)
+            self._drop(oldest)
+            self._release_seq = oldest.end_seq
+            # keep what ack needs (range, ack point, durable sequence), not the entries
+            self._released[batch_id] = self._ack_end(oldest)
+            self._outstanding[batch_id] = Batch(
+                batch_id, (), oldest.start_seq, oldest.end_seq, oldest.ack_point, oldest.size
+            )
+            self._not_full.notify_all()
+
+    def _drop(self, batch: Batch) -> None:
+        cap = self.max_entries
+        for seq in range(batch.start_seq, batch.end_seq):
+            slot = seq % cap
+            self._used_bytes -= self._sizes[slot]
+            self._ring[slot] = None
+            self._sizes[slot] = 0
+
+    @staticmethod
+    def _ack_end(batch: Batch) -> int | None:
+        """The sequence just past the batch's ack point (the durable point once it is acked)."""
+        if batch.ack_point is None:
+            return None
+        idx = len(batch.entries) - 1
+        while batch.entries[idx] is not batch.ack_point:
+            idx -= 1
+        return batch.start_seq + idx + 1
 
     def oldest_outstanding(self) -> Batch | None:
         """The batch :meth:`ack` accepts next, or ``None``."""
@@ -318,12 +371,15 @@ class EventStore:
 
         :return: ``True`` when every entry after the durable cursor will be handed out again;
             ``False`` when part of an open transaction was already released by an ack without an
-            ack point, in which case the caller must :meth:`reset` and re-read from the cursor.
+            ack point, or a batch by :meth:`release`, in which case the caller must :meth:`reset`
+            and re-read from the cursor.
         """
         with self._lock:
+            released = bool(self._released)
             self._outstanding.clear()
+            self._released.clear()
             self._get_seq = self._ack_seq
-            return self._ack_seq == self._durable_seq
+            return self._ack_seq == self._durable_seq and not released
 
     def reset(self) -> None:
         """Drop everything buffered and outstanding (before re-reading from the durable cursor).
@@ -333,9 +389,10 @@ class EventStore:
         with self._lock:
             self._generation += 1
             self._outstanding.clear()
+            self._released.clear()
             self._ring = [None] * self.max_entries
             self._sizes = [0] * self.max_entries
-            self._ack_seq = self._get_seq = self._durable_seq = self._put_seq
+            self._ack_seq = self._get_seq = self._release_seq = self._durable_seq = self._put_seq
             self._used_bytes = 0
             self._flushed = False
             self._not_full.notify_all()

@@ -24,11 +24,14 @@ Iceberg table (NULL in new rows).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import functools
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,10 +81,17 @@ class TargetOptions:
     :param soft_delete: mark deleted rows ``_cdc_deleted = true`` instead of deleting them.
     :param metadata_columns: add ``_cdc_op``, ``_cdc_ts`` and ``_cdc_position``.
     :param partition_by: Iceberg partition fields at creation: ``col``, ``days(col)``, ``bucket(16, col)``...
-    :param write_mode: ``copy-on-write`` or ``merge-on-read`` (set at creation).
+    :param write_mode: ``merge-on-read`` (default: a MERGE writes the changed rows and delete files,
+        its cost follows the change, not the table) or ``copy-on-write`` (rewrites the data files it
+        touches, all of an unpartitioned table, for faster reads); set at creation. Merge-on-read
+        tables need Iceberg's ``rewrite_data_files`` / ``rewrite_position_delete_files`` from time
+        to time, as delete files accumulate.
     :param table_properties: more Iceberg table properties at creation.
     :param types: type-mapping choices.
-    :param count_changes: count inserted vs updated vs deleted rows (one extra key-only join per merge).
+    :param count_changes: make ``inserted``/``updated``/``deleted`` the lake's own counts (rows the
+        MERGE inserted, updated, deleted), found by one extra key-only join of the staged keys with
+        the table per merge, which costs about as much as the MERGE itself; off, they are the row
+        changes as the source reported them (see :class:`TableCounts`).
     """
 
     key_columns: tuple[str, ...] = ()
@@ -89,18 +99,23 @@ class TargetOptions:
     soft_delete: bool = False
     metadata_columns: bool = False
     partition_by: tuple[str, ...] = ()
-    write_mode: WriteMode = "copy-on-write"
+    write_mode: WriteMode = "merge-on-read"
     table_properties: Mapping[str, str] = field(default_factory=dict)
     types: TypeOptions = field(default_factory=TypeOptions)
-    count_changes: bool = True
+    count_changes: bool = False
 
 
 @dataclass
 class TableCounts:
     """What merges did to one target table.
 
-    ``inserted``/``updated`` are known when ``count_changes`` is on; ``upserted`` always is.
-    ``deleted`` counts rows removed (or soft-deleted) by deletes and truncates.
+    By default (``count_changes`` off) ``inserted``/``updated``/``deleted`` count the row changes the
+    source reported and that were applied (INSERT, UPDATE and DELETE row images, before collapsing to
+    the last change per key: a row inserted then updated in one chunk counts once in each). With
+    ``count_changes`` on they are the lake's effect instead: rows that were new to the table, rows
+    that existed and were overwritten, rows that existed and were removed. Either way ``deleted``
+    also counts the rows a TRUNCATE removed, ``upserted`` the rows written after collapsing, and
+    ``skipped`` the entries the table already held from an earlier attempt.
     """
 
     inserted: int = 0
@@ -130,6 +145,12 @@ def _utc_from_epoch(ts: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
 
 
+_NO_LIST: list[Entry] = []  # a sentinel: "this source was not looked up yet"
+
+_Step = tuple["Callable[[], None] | None", "CommittedMark | None"]
+"""A prepared statement of one target (``None``: nothing to run) and the mark it leaves (if any)."""
+
+
 def _entry_schema(entry: Entry) -> TableSchema | None:
     return entry.table_schema if isinstance(entry, RowChange | DdlEntry) else None
 
@@ -140,6 +161,12 @@ class ChangeMerger:
     Feed entries with :meth:`add` (or a whole batch with :meth:`merge`); when ``max_rows`` row changes
     are buffered they are committed as a chunk, so memory stays bounded however large the drain.
     :meth:`finish` commits the rest with the batch's end position and returns the counts.
+
+    A caller that keeps adding while a chunk commits (the operator: the next chunk is read while
+    Spark merges) uses :meth:`take` and :meth:`commit` instead, the commit in one other thread at
+    a time; ``max_rows`` must then be out of reach, since an automatic flush would race the commit.
+    A commit first stages every target's changes (collapse, Arrow, Parquet), then tells the caller
+    (``staged``) that the entries are no longer needed, then runs the Spark statements.
 
     :param spark: a session from :func:`..session.create_session`.
     :param destination: the destination whose changes these are (written into every commit).
@@ -177,6 +204,8 @@ class ChangeMerger:
         self._ensured: dict[str, tuple[tuple[str, str], ...]] = {}
         self._existing: set[str] = set()
         self._counts: dict[str, TableCounts] = {}
+        self._staged: list[tuple[str, str]] = []  # (temp view, staged directory) not dropped yet
+        self._unrouted: set[tuple[str, str]] = set()  # sources ``add_many``'s resolver has no route for
         self.timings: dict[str, float] = {"collapse": 0.0, "stage": 0.0, "spark": 0.0}
         """Seconds spent in commits so far: ``collapse`` (ordering, last change per key), ``stage``
         (row tuples -> Arrow -> Parquet), ``spark`` (the rest: reading the staged file, counting,
@@ -225,6 +254,49 @@ class ChangeMerger:
         if self._buffered >= self.max_rows:
             self._flush(end_position=None)
 
+    def add_many(
+        self, entries: Iterable[Entry], resolve: Callable[[str, str], str | None] | None = None
+    ) -> int:
+        """Buffer entries like :meth:`add` (a chunk is committed after them, not among them); return
+        how many row changes were buffered.
+
+        :param resolve: ``(schema, table) -> target or None`` for sources without a route yet (a
+            pattern route meeting a table for the first time); asked once per source and merger.
+        """
+        buffers, routes = self._buffers, self.routes
+        lists: dict[tuple[str, str], list[Entry] | None] = {}  # one route lookup per source and call
+        rows = buffered = 0
+        for e in entries:
+            if type(e) is RowChange:
+                rows += 1
+                source = (e.schema, e.table)
+            elif type(e) is DdlEntry and e.table is not None:
+                source = (e.schema, e.table)
+            else:
+                continue
+            out = lists.get(source, _NO_LIST)
+            if out is _NO_LIST:
+                name = f"{source[0]}.{source[1]}"
+                target = routes.get(name)
+                if target is None and resolve is not None and source not in self._unrouted:
+                    found = resolve(*source)
+                    if found is None:
+                        self._unrouted.add(source)
+                    else:
+                        self.add_route(name, found)
+                        target = routes[name]
+                out = None if target is None else buffers.setdefault(target, [])
+                lists[source] = out
+            if out is not None:
+                out.append(e)
+                buffered += 1
+            elif type(e) is RowChange:
+                rows -= 1
+        self._buffered += buffered
+        if self._buffered >= self.max_rows:
+            self._flush(end_position=None)
+        return rows
+
     def finish(self, end_position: BinlogPosition | None = None) -> dict[str, TableCounts]:
         """Commit everything buffered; return counts per target since the last ``finish``.
 
@@ -232,6 +304,27 @@ class ChangeMerger:
         """
         self._flush(end_position=end_position)
         counts, self._counts = self._counts, {}
+        return {self._display(t): c for t, c in counts.items()}
+
+    def take(self) -> dict[str, list[Entry]]:
+        """Hand over everything buffered (per target), for :meth:`commit`; the buffer starts empty."""
+        buffers, self._buffers, self._buffered = self._buffers, {}, 0
+        return buffers
+
+    def commit(
+        self,
+        buffers: dict[str, list[Entry]],
+        end_position: BinlogPosition | None,
+        staged: Callable[[], None] | None = None,
+    ) -> dict[str, TableCounts]:
+        """Commit what :meth:`take` returned (and empty ``buffers``); return this commit's counts.
+
+        :param end_position: as for :meth:`finish`.
+        :param staged: called once every change is staged, before the first Spark statement (the
+            entries are not referenced by the merger any more: their memory may be released).
+        """
+        counts: dict[str, TableCounts] = {}
+        self._commit(buffers, end_position, counts, staged)
         return {self._display(t): c for t, c in counts.items()}
 
     def merge(
@@ -271,13 +364,38 @@ class ChangeMerger:
         return ".".join(parts) if parts else target
 
     def _flush(self, end_position: BinlogPosition | None) -> None:
-        buffers, self._buffers, self._buffered = self._buffers, {}, 0
+        self._commit(self.take(), end_position, self._counts, None)
+
+    def _commit(
+        self,
+        buffers: dict[str, list[Entry]],
+        end_position: BinlogPosition | None,
+        counts: dict[str, TableCounts],
+        staged: Callable[[], None] | None,
+    ) -> None:
         t = self.timings
-        for target, entries in buffers.items():
-            failpoint("merge_table")  # the crash tests stop here with some targets committed
-            t0, python = time.perf_counter(), t["collapse"] + t["stage"]
-            with table_lock(target):
-                self._apply(target, entries, end_position)
+        t0, python = time.perf_counter(), t["collapse"] + t["stage"]
+        # The JVM thread py4j pins to a new Python thread has no active session, and Iceberg's
+        # table lookups outside SQL (``Spark3Util.loadIcebergTable``) resolve catalogs through it.
+        self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)  # type: ignore[union-attr]
+        try:
+            with contextlib.ExitStack() as locks:
+                for target in sorted(buffers):
+                    locks.enter_context(table_lock(target))
+                prepared = [
+                    (t, self._prepare(t, entries, end_position, counts.setdefault(t, TableCounts())))
+                    for t, entries in buffers.items()
+                ]
+                buffers.clear()
+                if staged is not None:
+                    staged()
+                for target, steps in prepared:
+                    failpoint("merge_table")  # the crash tests stop here with some targets committed
+                    self._run(target, steps)
+        finally:
+            for view, name in list(self._staged):  # what a failure left staged (best effort: the
+                with contextlib.suppress(Exception):  # failure itself is what the caller must see)
+                    self._drop_stage(view, name)
             t["spark"] += time.perf_counter() - t0 - (t["collapse"] + t["stage"] - python)
 
     def _mark(self, target: str) -> CommittedMark | None:
@@ -288,32 +406,45 @@ class ChangeMerger:
             self._marks[target] = None if table is None else commits.mark_of(table, self.destination)
         return self._marks[target]
 
-    def _apply(self, target: str, entries: list[Entry], end_position: BinlogPosition | None) -> None:
-        counts = self._counts.setdefault(target, TableCounts())
+    def _run(self, target: str, steps: list[_Step]) -> None:
+        """Run one target's prepared statements in order, each followed by its mark."""
+        for statement, mark in steps:
+            if statement is not None:
+                statement()
+            if mark is not None:
+                self._marks[target] = mark
+
+    def _prepare(
+        self, target: str, entries: list[Entry], end_position: BinlogPosition | None, counts: TableCounts
+    ) -> list[_Step]:
+        """Stage one target's fresh entries; return its statements (not run yet) with their marks."""
         mark = self._mark(target)
         t0 = time.perf_counter()
         fresh = [e for e in entries if mark is None or not mark.covers(e.order_key)]
         counts.skipped += len(entries) - len(fresh)
         if not fresh:
-            return
+            return []
         fresh.sort(key=lambda e: e.order_key)
         self.timings["collapse"] += time.perf_counter() - t0
         opts = self.options_for(target)
         try:
             columns = self._columns(target, fresh, opts)
             keys = () if opts.append_only else self._keys(target, fresh, opts)
-            self._ensure_table(target, columns, opts)
-        except (TypeMappingError, MissingKeyError, SchemaEvolutionError) as exc:
-            # the place: where the changes that cannot be written begin
+        except (TypeMappingError, MissingKeyError) as exc:
             raise type(exc)(f"{exc} (first change at {fresh[0].position})") from None
+        # table DDL runs with the statements (a target failing there leaves the earlier ones committed)
+        ensure: _Step = (functools.partial(self._ensure_table_for, target, columns, opts, fresh[0]), None)
         if opts.append_only:
-            self._append(target, columns, fresh, opts, end_position, counts)
-            return
+            last = fresh[-1]
+            done = CommittedMark(last.order_key, last.position, end_position, last.gtid, -1)
+            append = self._append(target, columns, fresh, opts, end_position, counts)
+            return [ensure] if append is None else [ensure, (append, done)]
         pieces = split_at_truncates(fresh)
         if not opts.soft_delete:
             last_truncate = max((i for i, p in enumerate(pieces) if isinstance(p, DdlEntry)), default=None)
             if last_truncate is not None:
                 pieces = pieces[last_truncate:]
+        steps: list[_Step] = [ensure]
         for i, piece in enumerate(pieces):
             last = piece if isinstance(piece, DdlEntry) else piece[-1]
             props = commits.mark_properties(
@@ -323,17 +454,20 @@ class ChangeMerger:
                 end_position if i == len(pieces) - 1 else None,
                 last.gtid,
             )
+            statement: Callable[[], None] | None
             if isinstance(piece, DdlEntry):
-                self._truncate(target, piece, opts, props, counts)
+                statement = functools.partial(self._truncate, target, piece, opts, props, counts)
             else:
-                self._merge_piece(target, columns, keys, piece, opts, props, counts)
-            self._marks[target] = CommittedMark(
+                statement = self._merge_piece(target, columns, keys, piece, opts, props, counts)
+            done = CommittedMark(
                 order_key=last.order_key,
                 position=last.position,
                 end_position=end_position if i == len(pieces) - 1 else None,
                 gtid=last.gtid,
                 snapshot_id=-1,
             )
+            steps.append((statement, done))
+        return steps
 
     def _columns(self, target: str, entries: Sequence[Entry], opts: TargetOptions) -> list[LakeColumn]:
         seen: dict[int, TableSchema] = {}
@@ -380,6 +514,15 @@ class ChangeMerger:
             meta.append(LakeColumn(DELETED_COLUMN, BOOLEAN))
         return meta
 
+    def _ensure_table_for(
+        self, target: str, columns: list[LakeColumn], opts: TargetOptions, first: Entry
+    ) -> None:
+        """:meth:`_ensure_table`; a schema it cannot evolve names where the changes begin."""
+        try:
+            self._ensure_table(target, columns, opts)
+        except (TypeMappingError, SchemaEvolutionError) as exc:
+            raise type(exc)(f"{exc} (first change at {first.position})") from None
+
     def _ensure_table(self, target: str, columns: list[LakeColumn], opts: TargetOptions) -> None:
         signature = tuple((c.name, c.type.sql) for c in columns)
         if self._ensured.get(target) == signature:
@@ -406,6 +549,7 @@ class ChangeMerger:
         uri, count = self.staging.write(name, columns, rows)
         self.timings["stage"] += time.perf_counter() - t0
         view = f"binlog_cdc_stage_{name}"
+        self._staged.append((view, name))
         # pyarrow writes proleptic Gregorian dates; tell Spark not to rebase (or refuse) ancient ones
         reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
             "int96RebaseMode", "CORRECTED"
@@ -414,6 +558,7 @@ class ChangeMerger:
         return view, name, count
 
     def _drop_stage(self, view: str, name: str) -> None:
+        self._staged.remove((view, name))
         self.spark.catalog.dropTempView(view)
         self.staging.remove(name)
 
@@ -426,12 +571,14 @@ class ChangeMerger:
         opts: TargetOptions,
         props: dict[str, str],
         counts: TableCounts,
-    ) -> None:
+    ) -> Callable[[], None] | None:
+        """Collapse and stage one piece; return its MERGE (``None`` when nothing is left)."""
         t0 = time.perf_counter()
         state = collapse(piece, keys, self._display(target))
+        reported = Counter(c.op for c in piece)
         self.timings["collapse"] += time.perf_counter() - t0
         if not state:
-            return
+            return None
         names = [c.name for c in columns]
         key_index = {k: names.index(k) for k in keys if k in names}
         missing = [k for k in keys if k not in key_index]
@@ -464,60 +611,66 @@ class ChangeMerger:
                 yield tuple(values)
 
         view, stage_name, _ = self._stage_view(stage_cols, rows())
-        try:
-            s_view = quote(view)
-            cond = " AND ".join(
-                f"t.{quote(k)} {'<=>' if opts.key_columns else '='} s.{quote(k)}" for k in keys
-            )
-            if opts.count_changes:
-                matched = {
-                    r[0]: int(r[1])
-                    for r in self.spark.sql(
-                        f"SELECT s.{_ACTION}, count(*) FROM {s_view} s LEFT SEMI JOIN "
-                        f"(SELECT {', '.join(quote(k) for k in keys)} FROM {target}) t ON {cond} "
-                        f"GROUP BY s.{_ACTION}"
-                    ).collect()
-                }
-                counts.updated += matched.get("U", 0)
-                counts.inserted += upserts - matched.get("U", 0)
-                counts.deleted += matched.get("D", 0)
-            else:
-                counts.deleted += deletes
-            counts.upserted += upserts
-            meta_set = []
-            if with_meta:
-                meta_set = [f"t.{c} = s.{c}" for c in (OP_COLUMN, TS_COLUMN, POSITION_COLUMN)]
-            clauses = []
-            if deletes:
-                if opts.soft_delete:
-                    clauses.append(
-                        f"WHEN MATCHED AND s.{_ACTION} = 'D' THEN UPDATE SET "
-                        + ", ".join([f"t.{DELETED_COLUMN} = true", *meta_set])
-                    )
-                else:
-                    clauses.append(f"WHEN MATCHED AND s.{_ACTION} = 'D' THEN DELETE")
-            if upserts:
-                assign = [f"t.{quote(n)} = s.{quote(n)}" for n in names] + meta_set
-                insert_cols = [quote(n) for n in names]
-                insert_vals = [f"s.{quote(n)}" for n in names]
-                if with_meta:
-                    insert_cols += [OP_COLUMN, TS_COLUMN, POSITION_COLUMN]
-                    insert_vals += [f"s.{c}" for c in (OP_COLUMN, TS_COLUMN, POSITION_COLUMN)]
-                if opts.soft_delete:
-                    assign.append(f"t.{DELETED_COLUMN} = false")
-                    insert_cols.append(DELETED_COLUMN)
-                    insert_vals.append("false")
-                clauses.append(f"WHEN MATCHED AND s.{_ACTION} = 'U' THEN UPDATE SET " + ", ".join(assign))
-                clauses.append(
-                    f"WHEN NOT MATCHED AND s.{_ACTION} = 'U' THEN INSERT ({', '.join(insert_cols)}) "
-                    f"VALUES ({', '.join(insert_vals)})"
+
+        def statement() -> None:
+            try:
+                s_view = quote(view)
+                cond = " AND ".join(
+                    f"t.{quote(k)} {'<=>' if opts.key_columns else '='} s.{quote(k)}" for k in keys
                 )
-            statement = f"MERGE INTO {target} t USING {s_view} s ON {cond} " + " ".join(clauses)
-            with commits.commit_properties(self.spark, props):
-                self.spark.sql(statement)
-            counts.commits += 1
-        finally:
-            self._drop_stage(view, stage_name)
+                if opts.count_changes:
+                    matched = {
+                        r[0]: int(r[1])
+                        for r in self.spark.sql(
+                            f"SELECT s.{_ACTION}, count(*) FROM {s_view} s LEFT SEMI JOIN "
+                            f"(SELECT {', '.join(quote(k) for k in keys)} FROM {target}) t ON {cond} "
+                            f"GROUP BY s.{_ACTION}"
+                        ).collect()
+                    }
+                    counts.updated += matched.get("U", 0)
+                    counts.inserted += upserts - matched.get("U", 0)
+                    counts.deleted += matched.get("D", 0)
+                else:
+                    counts.inserted += reported[Op.INSERT]
+                    counts.updated += reported[Op.UPDATE]
+                    counts.deleted += reported[Op.DELETE]
+                counts.upserted += upserts
+                meta_set = []
+                if with_meta:
+                    meta_set = [f"t.{c} = s.{c}" for c in (OP_COLUMN, TS_COLUMN, POSITION_COLUMN)]
+                clauses = []
+                if deletes:
+                    if opts.soft_delete:
+                        clauses.append(
+                            f"WHEN MATCHED AND s.{_ACTION} = 'D' THEN UPDATE SET "
+                            + ", ".join([f"t.{DELETED_COLUMN} = true", *meta_set])
+                        )
+                    else:
+                        clauses.append(f"WHEN MATCHED AND s.{_ACTION} = 'D' THEN DELETE")
+                if upserts:
+                    assign = [f"t.{quote(n)} = s.{quote(n)}" for n in names] + meta_set
+                    insert_cols = [quote(n) for n in names]
+                    insert_vals = [f"s.{quote(n)}" for n in names]
+                    if with_meta:
+                        insert_cols += [OP_COLUMN, TS_COLUMN, POSITION_COLUMN]
+                        insert_vals += [f"s.{c}" for c in (OP_COLUMN, TS_COLUMN, POSITION_COLUMN)]
+                    if opts.soft_delete:
+                        assign.append(f"t.{DELETED_COLUMN} = false")
+                        insert_cols.append(DELETED_COLUMN)
+                        insert_vals.append("false")
+                    clauses.append(f"WHEN MATCHED AND s.{_ACTION} = 'U' THEN UPDATE SET " + ", ".join(assign))
+                    clauses.append(
+                        f"WHEN NOT MATCHED AND s.{_ACTION} = 'U' THEN INSERT ({', '.join(insert_cols)}) "
+                        f"VALUES ({', '.join(insert_vals)})"
+                    )
+                statement = f"MERGE INTO {target} t USING {s_view} s ON {cond} " + " ".join(clauses)
+                with commits.commit_properties(self.spark, props):
+                    self.spark.sql(statement)
+                counts.commits += 1
+            finally:
+                self._drop_stage(view, stage_name)
+
+        return statement
 
     def _truncate(
         self, target: str, entry: DdlEntry, opts: TargetOptions, props: dict[str, str], counts: TableCounts
@@ -551,7 +704,8 @@ class ChangeMerger:
         opts: TargetOptions,
         end_position: BinlogPosition | None,
         counts: TableCounts,
-    ) -> None:
+    ) -> Callable[[], None] | None:
+        """Stage every change as a row; return the INSERT (``None`` when nothing is left)."""
         names = [c.name for c in columns]
         meta = [
             LakeColumn(OP_COLUMN, STRING),
@@ -573,22 +727,25 @@ class ChangeMerger:
                 yield (*values, op, _utc_from_epoch(e.timestamp), str(e.position))
 
         view, stage_name, n = self._stage_view(columns + meta, rows())
-        try:
-            if n:
-                last = entries[-1]
-                props = commits.mark_properties(
-                    self.destination, last.order_key, last.position, end_position, last.gtid
-                )
-                cols = ", ".join(quote(c.name) for c in columns + meta)
+        if not n:
+            self._drop_stage(view, stage_name)
+            return None
+        last = entries[-1]
+        props = commits.mark_properties(
+            self.destination, last.order_key, last.position, end_position, last.gtid
+        )
+        cols = ", ".join(quote(c.name) for c in columns + meta)
+
+        def statement() -> None:
+            try:
                 with commits.commit_properties(self.spark, props):
                     self.spark.sql(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {quote(view)}")
                 counts.appended += n
                 counts.commits += 1
-                self._marks[target] = CommittedMark(
-                    last.order_key, last.position, end_position, last.gtid, -1
-                )
-        finally:
-            self._drop_stage(view, stage_name)
+            finally:
+                self._drop_stage(view, stage_name)
+
+        return statement
 
 
 def committed_marks(

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.types import LakeColumn, arrow_schema
+from airflow_provider_binlog.lake.types import LakeColumn, LakeType, arrow_schema
 
 DEFAULT_CHUNK_ROWS = 65_536
 
@@ -45,16 +45,24 @@ def to_arrow(columns: Sequence[LakeColumn], rows: Sequence[Sequence[Any]]) -> pa
     """
     arrays = []
     for i, col in enumerate(columns):
-        conv = col.type.convert
-        if conv is None:
-            values = [r[i] for r in rows]
-        else:
-            values = [None if (v := r[i]) is None else conv(v) for r in rows]
         try:
-            arrays.append(pa.array(values, type=col.type.arrow))
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            arrays.append(_array(col.type, [r[i] for r in rows]))
+        except _ARROW_ERRORS as exc:
             raise LakeError(f"column {col.name!r}: value does not fit {col.type.sql}: {exc}") from exc
     return pa.Table.from_arrays(arrays, schema=arrow_schema(columns))
+
+
+_ARROW_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
+
+
+def _array(lake_type: LakeType, values: list[Any]) -> pa.Array:
+    conv = lake_type.convert
+    if conv is not None and lake_type.arrow_native:
+        with contextlib.suppress(*_ARROW_ERRORS):
+            return pa.array(values, type=lake_type.arrow)
+    if conv is not None:
+        values = [None if v is None else conv(v) for v in values]
+    return pa.array(values, type=lake_type.arrow)
 
 
 class StagingArea:

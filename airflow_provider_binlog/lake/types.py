@@ -84,11 +84,15 @@ class LakeType:
     :param sql: Spark SQL type as ``DataType.simpleString()`` prints it (``decimal(20,0)``...).
     :param arrow: Arrow type used for staging.
     :param convert: turns a non-NULL decoder value into the Arrow value; ``None`` means as is.
+    :param arrow_native: pyarrow builds the same array from the decoder's usual values as from their
+        converted values (ints, floats, str, bytes, Decimal), so staging first tries the values
+        unconverted, in C, and calls ``convert`` per value only when that fails.
     """
 
     sql: str
     arrow: pa.DataType
     convert: Converter | None = None
+    arrow_native: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,17 +204,17 @@ def _json_into(v: Any, out: list[str]) -> None:
 
 # ---- the mapping ------------------------------------------------------------------------------------
 
-INT = LakeType("int", pa.int32(), _to_int)
-BIGINT = LakeType("bigint", pa.int64(), _to_int)
-UBIGINT = LakeType("decimal(20,0)", pa.decimal128(20, 0), _to_decimal)
-FLOAT = LakeType("float", pa.float32(), float)
-DOUBLE = LakeType("double", pa.float64(), float)
+INT = LakeType("int", pa.int32(), _to_int, arrow_native=True)
+BIGINT = LakeType("bigint", pa.int64(), _to_int, arrow_native=True)
+UBIGINT = LakeType("decimal(20,0)", pa.decimal128(20, 0), _to_decimal, arrow_native=True)
+FLOAT = LakeType("float", pa.float32(), float, arrow_native=True)
+DOUBLE = LakeType("double", pa.float64(), float, arrow_native=True)
 DATE = LakeType("date", pa.date32())
 TIME = LakeType("bigint", pa.int64(), _time_micros)
 DATETIME = LakeType("timestamp_ntz", pa.timestamp("us"))
 TIMESTAMP = LakeType("timestamp", pa.timestamp("us", tz="UTC"), _utc)
-STRING = LakeType("string", pa.string(), _to_text)
-BINARY = LakeType("binary", pa.binary(), _to_bytes)
+STRING = LakeType("string", pa.string(), _to_text, arrow_native=True)
+BINARY = LakeType("binary", pa.binary(), _to_bytes, arrow_native=True)
 JSON = LakeType("string", pa.string(), _json_text)
 VECTOR = LakeType("array<float>", pa.list_(pa.float32()), list)
 BOOLEAN = LakeType("boolean", pa.bool_())
@@ -221,7 +225,9 @@ _BLOBS = frozenset({T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB})
 
 
 def decimal_type(precision: int, scale: int) -> LakeType:
-    return LakeType(f"decimal({precision},{scale})", pa.decimal128(precision, scale), _to_decimal)
+    return LakeType(
+        f"decimal({precision},{scale})", pa.decimal128(precision, scale), _to_decimal, arrow_native=True
+    )
 
 
 def map_column(col: ColumnDef, options: TypeOptions | None = None, table: str = "") -> LakeType:

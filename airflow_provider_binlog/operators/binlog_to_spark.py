@@ -5,10 +5,13 @@ One run::
     take the destination's running node  (waits running_timeout, then fails naming the holder)
     snapshot=initial|when_needed: snapshot (or resume the snapshot of) the tables that need one
     read the cursor; reconcile batches an earlier attempt left un-acked (marks vs. lake snapshots)
-    fix the stop point (head at task start by default)
-    loop: get batch -> merger.add   ... every max_rows_per_commit / max_bytes_per_commit, or when
-          nothing more is buffered: MERGE INTO each target (snapshot props carry the position),
-          then ack the batches (the cursor moves to the last transaction end)
+    fix the stop point (head at task start by default); start Spark in the committer thread
+    loop: get batch -> merger.add_many   ... every max_rows_per_commit / max_bytes_per_commit, or
+          when nothing more is buffered, hand the chunk to the committer thread: it stages the
+          chunk, releases its batches' memory in the store, and runs MERGE INTO per target
+          (snapshot props carry the position), while this thread reads the next chunk; once the
+          commit returned, this thread acks the chunk's batches (the cursor moves to the last
+          transaction end). One commit at a time, acks in order.
     record the run (meta store + XCom summary); release the running node
 
 Exactly once: the cursor moves only after Spark committed; the lake remembers, per table and
@@ -22,6 +25,8 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator
@@ -313,13 +318,12 @@ class BinlogToSparkOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_binlog.canal.change import RowChange
+        from airflow_provider_binlog.canal.change import Entry
         from airflow_provider_binlog.canal.errors import PurgedPositionError
         from airflow_provider_binlog.canal.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
-        from airflow_provider_binlog.canal.store import estimate_size
         from airflow_provider_binlog.hooks.binlog import BinlogHook
-        from airflow_provider_binlog.lake.merge import ChangeMerger
+        from airflow_provider_binlog.lake.merge import ChangeMerger, TableCounts
         from airflow_provider_binlog.lake.sql import check_target
 
         self._check_start_from()
@@ -339,6 +343,9 @@ class BinlogToSparkOperator(BaseOperator):
         self._instance = instance
         spark = None
         merger: ChangeMerger | None = None
+        # commits run on this thread (see the loop); it first starts Spark while the parser reads
+        committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+        starting: Future[Any] | None = None
         try:
             # one consumer per destination from before the snapshot to the end of the run
             instance.hold(self.running_timeout)
@@ -360,10 +367,13 @@ class BinlogToSparkOperator(BaseOperator):
                 try_number=ti.try_number, label=label,
             )  # fmt: skip
 
+            if spark is None:  # the JVM starts (seconds) while the first chunk is read
+                starting = committer.submit(self._spark)
+
             def open_merger() -> ChangeMerger:
                 nonlocal spark, merger
                 if merger is None:
-                    spark = spark or self._spark()
+                    spark = spark or (starting.result() if starting is not None else self._spark())
                     merger = ChangeMerger(
                         spark, self.destination, self._known_routes(hook, routes), self.target_options,
                         max_rows=self.max_rows_per_commit + self.batch_size + 1,
@@ -374,15 +384,64 @@ class BinlogToSparkOperator(BaseOperator):
                 self._reconcile(instance, open_merger())
 
             totals: dict[str, dict[str, int]] = {}
-            # seconds of this loop: waiting for the parser thread, buffering entries, committing
-            # (merger.timings splits it), acking
-            timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit": 0.0, "ack": 0.0}
+            # seconds of this loop on the main thread: waiting for the parser thread, buffering
+            # entries, waiting for the commit thread, acking (merger.timings splits the commits)
+            timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit_wait": 0.0, "ack": 0.0}
             clock = time.perf_counter
-            routed: set[tuple[str, str]] = set()
             pending: list[int] = []
             batches = rows = total_rows = size = commits = 0
             last_end = None
             started = last_log = time.monotonic()
+            # One chunk commits in the committer thread while the next one is read: the commit stages
+            # its chunk, releases the chunk's batches from the store (the parser refills that space
+            # while Spark merges), merges; only then, on this thread, are the batches acked.
+            in_flight: tuple[Future[dict[str, TableCounts]], list[int], int] | None = None
+
+            def release(batch_ids: list[int]) -> None:
+                for batch_id in batch_ids:
+                    instance.store.release(batch_id)
+
+            def settle() -> None:
+                """Wait for the running commit, then ack its batches: the cursor moves only now."""
+                nonlocal in_flight, total_rows, commits
+                if in_flight is None:
+                    return
+                future, batch_ids, n = in_flight
+                in_flight = None
+                t0 = clock()
+                for target, counts in future.result().items():
+                    acc = totals.setdefault(target, {})
+                    for k, v in counts.as_dict().items():
+                        acc[k] = acc.get(k, 0) + v
+                t1 = clock()
+                timings["commit_wait"] += t1 - t0
+                failpoint("after_commit")
+                for batch_id in batch_ids:
+                    failpoint("ack")
+                    instance.ack(batch_id)
+                timings["ack"] += clock() - t1
+                failpoint("after_ack")
+                commits += 1
+                total_rows += n
+
+            early: list[tuple[Entry, ...]] = []  # batches taken while Spark was still starting
+
+            def feed(entries: tuple[Entry, ...] | None = None, wait_for_spark: bool = False) -> None:
+                """Buffer a batch into the merger, or keep it aside until Spark is up."""
+                nonlocal rows
+                if entries is not None:
+                    early.append(entries)
+                if merger is None and not wait_for_spark and starting is not None and not starting.done():
+                    return
+                if merger is None:
+                    t0 = clock()
+                    open_merger()
+                    timings["spark_start"] += clock() - t0
+                assert merger is not None
+                for taken in early:
+                    rows += merger.add_many(taken, routes.target_for)
+                early.clear()
+
             while True:
                 if not pending and instance.done:
                     break
@@ -394,45 +453,25 @@ class BinlogToSparkOperator(BaseOperator):
                     failpoint("drain")
                     batches += 1
                     pending.append(batch.id)
-                    if merger is None:
-                        open_merger()
-                        t2 = clock()
-                        timings["spark_start"] += t2 - t1
-                        t1 = t2
-                    m = open_merger()
-                    for entry in batch.entries:
-                        if isinstance(entry, RowChange):
-                            source = (entry.schema, entry.table)
-                            if source not in routed:  # a route depends on the name only: once a table
-                                routed.add(source)
-                                target = routes.target_for(*source)
-                                if target is not None:
-                                    m.add_route(entry.qualified_name, target)
-                            rows += 1
-                        size += estimate_size(entry)
-                        m.add(entry)
+                    started_spark = timings["spark_start"]
+                    feed(batch.entries)
+                    size += batch.size
                     last_end = batch.entries[-1].end_position
-                    timings["buffer"] += clock() - t1
+                    timings["buffer"] += clock() - t1 - (timings["spark_start"] - started_spark)
+                elif not pending and in_flight is not None:  # nothing to read now: give the commit time
+                    wait([in_flight[0]], timeout=0.5)
                 full = rows >= self.max_rows_per_commit or size >= self.max_bytes_per_commit
                 if pending and (batch.id is None or full):
+                    feed(wait_for_spark=True)
                     assert merger is not None
                     failpoint("before_commit")
-                    t0 = clock()
-                    for target, counts in merger.finish(end_position=last_end).items():
-                        acc = totals.setdefault(target, {})
-                        for k, v in counts.as_dict().items():
-                            acc[k] = acc.get(k, 0) + v
-                    t1 = clock()
-                    timings["commit"] += t1 - t0
-                    failpoint("after_commit")
-                    for batch_id in pending:
-                        failpoint("ack")
-                        instance.ack(batch_id)
-                    timings["ack"] += clock() - t1
-                    failpoint("after_ack")
-                    commits += 1
-                    total_rows += rows
+                    settle()  # one commit at a time: batches are acked in order
+                    chunk = merger.take()
+                    future = committer.submit(merger.commit, chunk, last_end, partial(release, pending))
+                    in_flight = (future, pending, rows)
                     pending, rows, size = [], 0, 0
+                elif in_flight is not None and in_flight[0].done():
+                    settle()  # ack as soon as the lake has the chunk
                 now = time.monotonic()
                 if now - last_log >= 10:
                     last_log = now
@@ -441,6 +480,7 @@ class BinlogToSparkOperator(BaseOperator):
                         self.destination, total_rows + rows, (total_rows + rows) / (now - started),
                         last_end, instance.lag_seconds,
                     )  # fmt: skip
+            settle()
             cursor = instance.cursor
             end = str(cursor.binlog_position) if cursor is not None and cursor.binlog_position else str(point)
             elapsed = time.monotonic() - started
@@ -468,6 +508,9 @@ class BinlogToSparkOperator(BaseOperator):
         finally:
             self._instance = None
             instance.close()
+            committer.shutdown(wait=True)  # a failed attempt leaves no statement running
+            if spark is None and starting is not None and starting.exception() is None:
+                spark = starting.result()  # started, never used
             if merger is not None:
                 merger.close()
             hook.close()

@@ -179,6 +179,30 @@ def test_rollback_after_a_partial_transaction_ack_requires_a_reread() -> None:
     assert store.buffered == 0 and store.outstanding == ()
 
 
+def test_release_frees_space_but_keeps_the_batch_outstanding() -> None:
+    """A released batch (staged by the consumer, its commit still running) gives its space to the
+    producer; its ack still moves the durable cursor; a rollback then needs a re-read."""
+    store = EventStore(max_entries=6)
+    entries = transactions(2, 2) + transactions(1, 2)  # r r e r r e | r r e
+    assert store.put(entries, timeout=0.05) == 6  # full
+    b1, b2 = store.get_without_ack(4), store.get_without_ack(2)  # ack points at seq 3 and 6
+    assert b1.size == sum(map(estimate_size, entries[:4])) and store.used_bytes == b1.size + b2.size
+    with pytest.raises(
+        BatchOrderError, match=f"batch {b2.id} is not the oldest outstanding batch, {b1.id} is"
+    ):
+        store.release(b2.id)  # type: ignore[arg-type]
+    store.release(b1.id)  # type: ignore[arg-type]
+    assert store.put(entries[6:], timeout=0.05) == 3  # the 4 released slots took the next transaction
+    assert store.outstanding == (b1.id, b2.id) and store.durable_seq == 0
+    released = store.ack(b1.id)  # type: ignore[arg-type]
+    assert released.entries == () and released.ack_point is entries[2] and store.durable_seq == 3
+    store.release(b2.id)  # type: ignore[arg-type]
+    assert list(store.get_without_ack(10)) == entries[6:]
+    assert store.rollback() is False  # b2's entries are gone from memory: re-read from the cursor
+    store.reset()
+    assert store.buffered == 0 and store.used_bytes == 0
+
+
 def test_reset_wakes_a_blocked_producer_with_reset_error() -> None:
     store = EventStore(max_entries=1)
     errors: list[BaseException] = []

@@ -59,7 +59,7 @@ def _assert_equal(spark: Any, target: str, src: SourceTable, where: str = "") ->
 @pytest.mark.parametrize(
     ("seed", "options", "max_rows"),
     [
-        (1, TargetOptions(), 1000),
+        (1, TargetOptions(write_mode="copy-on-write", count_changes=True), 1000),
         (
             2,
             TargetOptions(
@@ -139,7 +139,9 @@ def test_reapplying_a_committed_batch_is_a_no_op(spark: Any) -> None:
     batch.append(_row(schema, Op.UPDATE, 5, {"id": 1, "v": "x1"}, {"id": 1, "v": "y"}))
     batch.append(_row(schema, Op.DELETE, 6, {"id": 2, "v": "x2"}, None))
     first = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))
-    assert first[target].inserted == 4 and first[target].deleted == 0 and first[target].commits == 1
+    # as the source reported them: 5 inserts, 1 update, 1 delete (in one commit)
+    assert (first[target].inserted, first[target].updated, first[target].deleted) == (5, 1, 1)
+    assert first[target].upserted == 4 and first[target].commits == 1
     snap = commits.read_mark(spark, target, "dest")
     assert snap is not None and snap.end_position == _end(batch) and snap.order_key == batch[-1].order_key
     again = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))
@@ -151,23 +153,30 @@ def test_reapplying_a_committed_batch_is_a_no_op(spark: Any) -> None:
     assert commits.read_mark(spark, target, "other") is None
 
 
-def test_counts_insert_update_delete(spark: Any) -> None:
+@pytest.mark.parametrize("count_changes", [True, False])
+def test_counts_insert_update_delete(spark: Any, count_changes: bool) -> None:
     schema = _simple_table()
     target = f"lake.{_ns()}.t"
+    opts = TargetOptions(count_changes=count_changes)
     merge_batch(
         spark,
         "dest",
         {"db.t": target},
         [_row(schema, Op.INSERT, i, None, {"id": i, "v": "a"}) for i in range(3)],
+        options=opts,
     )
     batch: list[Entry] = [
         _row(schema, Op.UPDATE, 10, {"id": 0, "v": "a"}, {"id": 0, "v": "b"}),
         _row(schema, Op.UPDATE, 11, {"id": 1, "v": "a"}, {"id": 7, "v": "k"}),  # key change
         _row(schema, Op.DELETE, 12, {"id": 2, "v": "a"}, None),
         _row(schema, Op.INSERT, 13, None, {"id": 9, "v": "n"}),
+        _row(schema, Op.DELETE, 14, {"id": 42, "v": "?"}, None),  # not in the table
     ]
-    counts = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))[target]
-    assert (counts.inserted, counts.updated, counts.deleted) == (2, 1, 2)
+    counts = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch), options=opts)[target]
+    # the lake's effect (ids 9 and 7 new, 0 overwritten, 1 and 2 removed) or the source's report
+    expected = (2, 1, 2) if count_changes else (1, 2, 2)
+    assert (counts.inserted, counts.updated, counts.deleted) == expected
+    assert counts.upserted == 3
     assert {r[0]: r[1] for r in spark.table(target).collect()} == {0: "b", 7: "k", 9: "n"}
 
 
@@ -185,14 +194,16 @@ def test_crash_between_two_tables_completes_on_retry(spark: Any) -> None:
         pass
 
     class CrashingMerger(ChangeMerger):
-        def _apply(self, target: str, entries: list[Entry], end_position: BinlogPosition | None) -> None:
+        def _run(self, target: str, steps: list[Any]) -> None:
             if target.endswith("`b`"):
                 raise Crash
-            super()._apply(target, entries, end_position)
+            super()._run(target, steps)
 
     with CrashingMerger(spark, "dest", tables) as m, pytest.raises(Crash):
         m.merge(batch, _end(batch))
     assert spark.table(tables["db.a"]).count() == 3
+    # b was staged before a committed: the crash left no staged view behind
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("binlog_cdc_stage_")]
     snapshots_a = spark.sql(f"SELECT count(*) FROM {tables['db.a']}.snapshots").collect()[0][0]
     marks = committed_marks(spark, tables.values(), "dest")
     assert marks[tables["db.a"]] is not None and marks[tables["db.b"]] is None

@@ -152,6 +152,25 @@ def test_staging_writes_typed_parquet_in_chunks(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
+def test_staging_takes_native_values_as_they_are_and_converts_the_rest() -> None:
+    cols = [
+        LakeColumn("i", map_column(ColumnDef("i", T.LONG))),
+        LakeColumn("s", map_column(ColumnDef("s", T.VARCHAR, charset="utf8mb4"))),
+        LakeColumn("d", map_column(ColumnDef("d", T.NEWDECIMAL, precision=5, scale=2))),
+    ]
+    native = [(1, "a", decimal.Decimal("1.50")), (None, None, None)]
+    assert to_arrow(cols, native).to_pylist() == [
+        {"i": 1, "s": "a", "d": decimal.Decimal("1.50")},
+        {"i": None, "s": None, "d": None},
+    ]
+    # values pyarrow refuses go through the converters: bool -> int, bad UTF-8 replaced, int -> str
+    odd = [(True, b"\xffok", decimal.Decimal("2")), (2, 7, None)]
+    assert to_arrow(cols, odd).to_pylist() == [
+        {"i": 1, "s": "\ufffdok", "d": decimal.Decimal("2.00")},
+        {"i": 2, "s": "7", "d": None},
+    ]
+
+
 def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "cache"))
     (tmp_path / "cache").mkdir()
