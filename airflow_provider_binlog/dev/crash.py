@@ -106,6 +106,9 @@ class RunResult:
     def killed(self) -> bool:
         return self.returncode == -signal.SIGKILL
 
+    def tail(self, lines: int = 25) -> str:
+        return "\n".join(line[:300] for line in self.log.read_text(errors="replace").splitlines()[-lines:])
+
 
 @dataclass
 class ScenarioResult:
@@ -392,7 +395,7 @@ class CrashMatrix:
                 if not run.killed and run.returncode != 0:
                     raise RuntimeError(
                         f"scenario {index}: run at kill point {point} failed without a kill "
-                        f"(exit {run.returncode}); log {run.log}"
+                        f"(exit {run.returncode}); log {run.log}:\n{run.tail()}"
                     )
         finally:
             writer.stop()
@@ -400,7 +403,8 @@ class CrashMatrix:
         runs.append(final)
         if final.returncode != 0:
             raise RuntimeError(
-                f"scenario {index}: the clean run failed (exit {final.returncode}); log {final.log}"
+                f"scenario {index}: the clean run failed (exit {final.returncode}); log {final.log}:\n"
+                + final.tail()
             )
         result = ScenarioResult(index, runs, self.workload.changes)
         self.workload.changes = 0

@@ -112,6 +112,9 @@ def load_iceberg_table(spark: SparkSession, name: str) -> Any | None:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import AnalysisException
 
+    from airflow_provider_binlog.lake.session import activate
+
+    activate(spark)  # Spark3Util resolves the catalog through the thread's active session
     jvm: Any = spark._jvm
     try:
         return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)

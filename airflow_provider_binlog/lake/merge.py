@@ -49,6 +49,7 @@ from airflow_provider_binlog.lake.errors import (
     SchemaEvolutionError,
     TypeMappingError,
 )
+from airflow_provider_binlog.lake.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea
 from airflow_provider_binlog.lake.types import (
@@ -375,9 +376,7 @@ class ChangeMerger:
     ) -> None:
         t = self.timings
         t0, python = time.perf_counter(), t["collapse"] + t["stage"]
-        # The JVM thread py4j pins to a new Python thread has no active session, and Iceberg's
-        # table lookups outside SQL (``Spark3Util.loadIcebergTable``) resolve catalogs through it.
-        self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)  # type: ignore[union-attr]
+        activate(self.spark)  # the commit thread's JVM thread has no active session of its own
         try:
             with contextlib.ExitStack() as locks:
                 for target in sorted(buffers):

@@ -134,6 +134,18 @@ def session_conf(
     return out
 
 
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread's JVM thread.
+
+    ``getOrCreate`` returns a session made on another thread without making it this thread's active
+    one, and the JVM thread py4j pins to a new Python thread has none; JVM calls outside
+    ``spark.sql`` (Iceberg's ``Spark3Util``, the commit marks) resolve catalogs through the active
+    session and would not see our catalog there (``REQUIRES_SINGLE_PART_NAMESPACE``).
+    """
+    jvm: Any = spark._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def has_active_session() -> bool:
     """Whether this process already runs a SparkSession (so a caller knows whether to stop its own)."""
     from pyspark.sql import SparkSession
@@ -169,10 +181,6 @@ def create_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    # getOrCreate returns a session made on another thread without making it this thread's active
-    # one; JVM calls outside spark.sql (Iceberg's Spark3Util, the commit marks) resolve catalogs
-    # through the active session and would not see ``catalog`` from a second thread
-    jvm: Any = spark._jvm
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    activate(spark)
     spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
     return spark
