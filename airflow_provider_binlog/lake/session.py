@@ -111,7 +111,10 @@ def session_conf(
         out["spark.ui.enabled"] = "false"
         out["spark.sql.shuffle.partitions"] = "8"
     prefix = f"spark.sql.catalog.{catalog}"
-    if not any(k == prefix or k.startswith(prefix + ".") for k in user):
+    # the default Hadoop catalog unless the user brings a catalog class or type of their own; other
+    # catalog properties alone (``cache-enabled``...) tune the default one
+    own = {prefix, prefix + ".type", prefix + ".catalog-impl"} & user.keys()
+    if not own:
         out[prefix] = "org.apache.iceberg.spark.SparkCatalog"
         out[prefix + ".type"] = "hadoop"
         out[prefix + ".warehouse"] = warehouse or default_warehouse()

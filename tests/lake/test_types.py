@@ -184,6 +184,11 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
         "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
         and jars.SHADED_JACKSON_NAME in conf["spark.jars"]
     )
+    # a property of the default catalog alone keeps the default catalog
+    conf = session_conf(conf={"spark.sql.catalog.lake.cache-enabled": "false"})
+    assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    assert conf["spark.sql.catalog.lake.cache-enabled"] == "false"
     # Maven users: no local jars; a REST catalog through plain conf; extensions appended to the user's
     conf = session_conf(
         master="spark://h:7077",
