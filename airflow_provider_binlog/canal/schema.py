@@ -31,7 +31,8 @@ Stored in the meta manager under the client node (one record per table)::
     .../{clientId}/provider/schema/{schema}.{table}   JSON list of versions, oldest first:
         [{"at": [file_number, pos], "pos": "mysql-bin.000003:1234", "source": "bootstrap"|"ddl"|
           "information_schema"|"table_map", "dropped": false,
-          "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable"}...],
+          "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable",
+                       "precision","scale","fsp","meta"}...],
           "pk": ["id"]}, ...]
 
 Names outside ``[A-Za-z0-9_.-]`` are escaped as ``=HH`` per UTF-8 byte.
@@ -94,6 +95,10 @@ def column_to_json(c: ColumnDef) -> dict[str, Any]:
         "enum": list(c.enum_values) if c.enum_values is not None else None,
         "set": list(c.set_values) if c.set_values is not None else None,
         "nullable": c.nullable,
+        "precision": c.precision,
+        "scale": c.scale,
+        "fsp": c.fsp,
+        "meta": c.meta,
     }
 
 
@@ -107,7 +112,37 @@ def column_from_json(d: dict[str, Any]) -> ColumnDef:
         enum_values=tuple(d["enum"]) if d.get("enum") is not None else None,
         set_values=tuple(d["set"]) if d.get("set") is not None else None,
         nullable=bool(d.get("nullable", True)),
+        precision=d.get("precision"),
+        scale=d.get("scale"),
+        fsp=d.get("fsp"),
+        meta=int(d.get("meta") or 0),
     )
+
+
+_TEMPORAL_FSP = (T.TIME2, T.DATETIME2, T.TIMESTAMP2)
+
+
+def type_details(
+    ctype: ColumnType, precision: int | None, scale: int | None, fsp: int | None
+) -> dict[str, Any]:
+    """The :class:`ColumnDef` fields a TABLE_MAP would give a column of this declared size.
+
+    Lake types depend on them (``DECIMAL(12,2)``, ``BIT(8)``), so a schema read from DDL or from
+    ``information_schema`` must map to the same lake type as the TABLE_MAP of the same column.
+
+    :param precision: DECIMAL precision or BIT length as declared (``None``: the type's default).
+    :param scale: DECIMAL scale (``None``: 0).
+    :param fsp: fractional-seconds precision of TIME/DATETIME/TIMESTAMP (``None``: 0).
+    """
+    if ctype == T.NEWDECIMAL:
+        p, s = (10 if precision is None else precision), (scale or 0)
+        return {"precision": p, "scale": s, "meta": p << 8 | s}
+    if ctype == T.BIT:
+        n = 1 if precision is None else precision
+        return {"meta": (n // 8) << 8 | (n % 8)}
+    if ctype in _TEMPORAL_FSP:
+        return {"fsp": fsp or 0, "meta": fsp or 0}
+    return {}
 
 
 class Collations:
@@ -141,6 +176,8 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         collation = collations.resolve(spec.collation, spec.charset or table_charset or None)
     from airflow_provider_binlog.binlog.table_map import collation_codec
 
+    args = spec.args
+    first = args[0] if args else None
     return ColumnDef(
         name=spec.name,
         type=ctype,
@@ -149,6 +186,7 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         charset=collation_codec(collation),
         enum_values=spec.labels if ctype == T.ENUM else None,
         set_values=spec.labels if ctype == T.SET else None,
+        **type_details(ctype, first, args[1] if len(args) > 1 else None, first),
     )
 
 
@@ -286,7 +324,8 @@ class SchemaHistory:
         from airflow_provider_binlog.binlog.table_map import collation_codec
 
         rows = self._query(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, IS_NULLABLE, COLUMN_KEY "
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, IS_NULLABLE, COLUMN_KEY, "
+            "NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_OCTET_LENGTH "
             "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
             "ORDER BY ORDINAL_POSITION",
             (schema, table),
@@ -295,7 +334,7 @@ class SchemaHistory:
             return None
         coll = self.collations()
         cols = []
-        for name, data_type, column_type, collation, nullable, _key in rows:
+        for name, data_type, column_type, collation, nullable, _key, prec, scale, fsp, octets in rows:
             data_type = str(data_type).lower()
             column_type = str(column_type).lower()
             ctype = TYPE_NAMES.get(data_type, T.STRING)
@@ -320,6 +359,13 @@ class SchemaHistory:
                     enum_values=labels if ctype == T.ENUM else None,
                     set_values=labels if ctype == T.SET else None,
                     nullable=str(nullable).upper() == "YES",
+                    max_length=int(octets) if octets is not None else None,
+                    **type_details(
+                        ctype,
+                        int(prec) if prec is not None else None,
+                        int(scale) if scale is not None else None,
+                        int(fsp) if fsp is not None else None,
+                    ),
                 )
             )
         pk_rows = self._query(

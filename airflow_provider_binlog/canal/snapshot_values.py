@@ -16,7 +16,6 @@ import json
 import re
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, TableSchema
@@ -125,33 +124,10 @@ def converters(ts: TableSchema) -> tuple[Callable[[Any], Any], ...]:
 def table_schema(connect: Callable[[], Any], schema: str, table: str) -> TableSchema:
     """The table's columns from ``information_schema``, with DECIMAL precision/scale and temporal
     precision filled in (the binlog's FULL metadata has them; the lake types need them)."""
-    history = SchemaHistory(None, None, connect)
-    ts = history.from_information_schema(schema, table)
+    ts = SchemaHistory(None, None, connect).from_information_schema(schema, table)
     if ts is None:
         raise SnapshotError(f"table {schema}.{table} does not exist (or cannot be read)")
-    conn = connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, "
-                "CHARACTER_OCTET_LENGTH FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (schema, table),
-            )
-            extra = {str(r[0]): r[1:] for r in cur.fetchall()}
-    finally:
-        conn.close()
-    cols = []
-    for c in ts.columns:
-        prec, scale, fsp, octets = extra.get(c.name, (None, None, None, None))
-        if c.type in (T.DECIMAL, T.NEWDECIMAL):
-            c = replace(c, precision=int(prec), scale=int(scale or 0))
-        elif c.type in (T.DATETIME2, T.TIMESTAMP2, T.TIME2):
-            c = replace(c, fsp=int(fsp or 0))
-        if octets is not None and c.max_length is None:
-            c = replace(c, max_length=int(octets))
-        cols.append(c)
-    return replace(ts, columns=tuple(cols))
+    return ts
 
 
 # ---------------------------------------------------------------------------- keys in JSON

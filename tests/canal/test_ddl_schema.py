@@ -92,3 +92,30 @@ def test_history_rename_and_drop_table() -> None:
     assert found is not None and found[0] is not None and found[0].column_names == ("id", "x")
     h.apply_ddl(parse_ddl("DROP TABLE c", "s"), pos(40))  # type: ignore[arg-type]
     assert h.at("s", "c", (1, 45)) == (None, "ddl")
+
+
+def test_sized_types_from_ddl_keep_their_size_through_the_stored_history() -> None:
+    """DECIMAL precision/scale, BIT length and fractional seconds decide the lake type; a DDL
+    version and its stored JSON keep them (a DECIMAL(12,2) is not a decimal(1,0))."""
+    from airflow_provider_binlog.canal.schema import column_from_json, column_to_json, spec_to_column
+    from airflow_provider_binlog.lake.types import map_column
+
+    stmt = parse_ddl(
+        "CREATE TABLE t (d DECIMAL(12,2), d0 NUMERIC, d5 DEC(5), b BIT(12), b0 BIT, b64 BIT(64), "
+        "dt DATETIME(3), tm TIME, f FLOAT(7,3))",
+        "db",
+    )
+    assert stmt is not None
+    cols = [spec_to_column(c, None, None) for c in stmt.columns]
+    assert [(c.precision, c.scale, c.fsp) for c in cols] == [
+        (12, 2, None), (10, 0, None), (5, 0, None), (None, None, None), (None, None, None),
+        (None, None, None), (None, None, 3), (None, None, 0), (None, None, None),
+    ]  # fmt: skip
+    assert [c.meta for c in cols[:6]] == [12 << 8 | 2, 10 << 8, 5 << 8, 1 << 8 | 4, 1, 8 << 8]
+    assert [map_column(c).sql for c in cols] == [
+        "decimal(12,2)", "decimal(10,0)", "decimal(5,0)", "bigint", "bigint", "decimal(20,0)",
+        "timestamp_ntz", "bigint", "float",
+    ]  # fmt: skip
+    assert [column_from_json(column_to_json(c)) for c in cols] == cols
+    legacy = {k: v for k, v in column_to_json(cols[0]).items() if k not in ("precision", "scale", "meta")}
+    assert column_from_json(legacy).precision is None  # versions stored before sizes were kept

@@ -512,3 +512,49 @@ def test_ack_loses_a_cursor_race_and_keeps_the_batch(
     assert inst.store.outstanding == (batch.id,)
     assert batch.id in meta.marks(inst.identity)
     inst.close()
+
+
+SIZED_COLUMNS = (
+    "id INT PRIMARY KEY, d DECIMAL(12,2), d0 DECIMAL, b8 BIT(8), b1 BIT, b64 BIT(64), "
+    "dt DATETIME(3), ts TIMESTAMP(6) NULL, tm TIME(2), u BIGINT UNSIGNED"
+)
+
+
+def test_schemas_from_ddl_and_information_schema_map_like_the_table_map(
+    mariadb: Any, database: str
+) -> None:
+    """A CREATE TABLE read from the stream, and the same table from ``information_schema``, give
+    every column the lake type its TABLE_MAP gives (DECIMAL precision/scale, BIT length, fsp): a
+    chunk holding only the DDL creates the lake table, and the rows after it must fit."""
+    from airflow_provider_binlog.canal.schema import SchemaHistory
+    from airflow_provider_binlog.lake.types import map_columns
+
+    start = head(mariadb)
+    mariadb.execute(f"CREATE TABLE `{database}`.sized ({SIZED_COLUMNS})")
+    mariadb.execute(
+        f"INSERT INTO `{database}`.sized VALUES (1, 1234567890.12, 7, b'101', b'1', b'1', "
+        "'2026-01-02 03:04:05.678', '2026-01-02 03:04:05.678901', '12:34:56.78', 18446744073709551615)"
+    )
+    inst = make(mariadb, database, MemoryMetaManager(), start=StartSpec(position=str(start)))
+    inst.subscribe(stop_at="head")
+    entries = drain(inst)
+    inst.close()
+    ddl = [e for e in entries if isinstance(e, DdlEntry) and e.table == "sized"]
+    change = next(e for e in entries if isinstance(e, RowChange) and e.table == "sized")
+    assert len(ddl) == 1 and ddl[0].table_schema is not None and change.table_schema is not None
+
+    def lake_types(columns: Any) -> list[tuple[str, str]]:
+        return [(c.name, c.type.sql) for c in map_columns(columns)]
+
+    expected = lake_types(change.table_schema.columns)
+    assert expected == [
+        ("id", "int"), ("d", "decimal(12,2)"), ("d0", "decimal(10,0)"), ("b8", "bigint"),
+        ("b1", "bigint"), ("b64", "decimal(20,0)"), ("dt", "timestamp_ntz"), ("ts", "timestamp"),
+        ("tm", "bigint"), ("u", "decimal(20,0)"),
+    ]  # fmt: skip
+    assert lake_types(ddl[0].table_schema.columns) == expected
+    info = SchemaHistory(None, None, mariadb.connect).from_information_schema(database, "sized")
+    assert info is not None and lake_types(info.columns) == expected
+    assert [(c.precision, c.scale, c.fsp) for c in info.columns] == [
+        (c.precision, c.scale, c.fsp) for c in change.table_schema.columns
+    ]
