@@ -92,6 +92,9 @@ class BinlogToSparkOperator(BaseOperator):
     :param snapshot_chunk_size: rows per snapshot chunk.
     """
 
+    #: seconds between progress lines in the task log (read, in the lake, merging, lag)
+    progress_interval: float = 10.0
+
     template_fields: Sequence[str] = (
         "destination", "tables", "start_from", "stop_at", "spark_master", "spark_conf", "warehouse",
     )  # fmt: skip
@@ -473,12 +476,16 @@ class BinlogToSparkOperator(BaseOperator):
                 elif in_flight is not None and in_flight[0].done():
                     settle()  # ack as soon as the lake has the chunk
                 now = time.monotonic()
-                if now - last_log >= 10:
+                if now - last_log >= self.progress_interval:
                     last_log = now
+                    merging = in_flight[2] if in_flight is not None else 0
+                    lag = instance.lag_seconds
                     self.log.info(
-                        "destination %s: %d changes (%.0f/s), at %s, lag %s s",
-                        self.destination, total_rows + rows, (total_rows + rows) / (now - started),
-                        last_end, instance.lag_seconds,
+                        "destination %s: %d changes read (%.0f/s), %d in the lake, %d merging; "
+                        "read up to %s, lag %s",
+                        self.destination, total_rows + merging + rows,
+                        (total_rows + merging + rows) / (now - started), total_rows, merging, last_end,
+                        "unknown" if lag is None else f"{lag:.1f} s",
                     )  # fmt: skip
             settle()
             cursor = instance.cursor

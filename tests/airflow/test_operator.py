@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -323,3 +324,26 @@ def test_crash_between_commit_and_ack_then_rerun(
     finally:
         meta.client.stop()
         meta.client.close()
+
+
+def test_progress_lines_count_what_is_read_merging_and_in_the_lake(
+    shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The progress line counts a chunk that Spark is merging as read (not as zero), and what the
+    lake holds never runs ahead of what was read."""
+    shop.changes(300)
+    ns = f"progress_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(BinlogToSparkOperator, "progress_interval", 0.0)
+    caplog.set_level(logging.INFO)
+    op = _operator(f"progress-{ns}", ns, spark_warehouse, start_from=shop.start_from, batch_size=20)
+    op.max_rows_per_commit = 100
+    summary = op.execute(make_context())
+    pattern = re.compile(r"(\d+) changes read \(\d+/s\), (\d+) in the lake, (\d+) merging; read up to \S+")
+    lines = [tuple(int(g) for g in m.groups()) for m in pattern.finditer(caplog.text)]
+    assert lines, caplog.text[-3000:]
+    assert all(lake + merging <= read <= summary["changes"] for read, lake, merging in lines), lines
+    assert [lake for _, lake, _ in lines] == sorted(lake for _, lake, _ in lines)
+    assert any(merging > 0 for _, _, merging in lines), "no line was logged while a chunk merged"
+    assert summary["commits"] >= 2
+    _assert_equal(mariadb, spark, ns)
