@@ -174,7 +174,8 @@ class CanalInstance:
 
     :param config: the destination's settings.
     :param meta: where the cursor, marks and records live.
-    :param running: the HA node (ZooKeeper); ``None`` for single-consumer setups.
+    :param running: the HA node (ZooKeeper); ``None`` for single-consumer setups. It is attached
+        to ``meta`` as the fence of this client's cursor and mark writes (see :mod:`.ha`).
     :param client: a replication client (default: one built from ``config.source``).
     :param connect: a connection factory for ``information_schema`` (default: ``config.source``'s
         user; ``None`` disables lookups).
@@ -193,6 +194,8 @@ class CanalInstance:
         self.running = running
         self.client = client or ReplicationClient(config.source)
         self.identity = config.identity
+        if running is not None:
+            meta.attach_fence(self.identity, running)  # cursor and mark writes carry its epoch
         if connect is True:
             connect = self._connect_source
         self.history: SchemaHistory | None = (
