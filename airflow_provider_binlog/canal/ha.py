@@ -28,7 +28,7 @@ provider's; canal's own nodes are left as canal writes them.
   (session expired: the ephemeral node is gone and someone else may hold it now); CONNECTED clears
   SUSPENDED (the same session is back; after LOST the node must be acquired again).
   :meth:`RunningNode.check` raises :class:`~airflow_provider_binlog.canal.errors.SessionLostError`
-  after loss; while suspended it waits up to ``reconnect_wait`` (default: the session timeout) for
+  after loss; while suspended it waits up to ``reconnect_wait`` (default: twice the session timeout) for
   the connection to come back, so a short ZooKeeper outage delays an ack instead of failing it. The
   instance calls it before every ack and every cursor write, so consumption stops before any
   further ack.
@@ -77,7 +77,7 @@ class RunningNode:
     :param label: who is consuming, e.g. ``dag_id/task_id/try_number``.
     :param acl: ACL of the nodes (default: the client's default ACL).
     :param reconnect_wait: seconds :meth:`check` waits for a suspended connection to come back
-        (default: the session timeout).
+        (default: twice the session timeout, as the meta manager's ``retry_for``).
     """
 
     def __init__(
@@ -124,7 +124,7 @@ class RunningNode:
     def reconnect_wait(self) -> float:
         if self._reconnect_wait is not None:
             return self._reconnect_wait
-        return float(getattr(self.client, "_session_timeout", 10_000)) / 1000.0
+        return 2 * float(getattr(self.client, "_session_timeout", 10_000)) / 1000.0
 
     def _listener(self, state: str) -> None:
         with self._lock:

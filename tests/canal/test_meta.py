@@ -257,7 +257,7 @@ def test_zookeeper_write_issued_during_an_outage_lands_once(zookeeper: Any, zk_c
     client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=10))
     try:
         manager = ZooKeeperMetaManager(client)
-        assert manager.retry_for == 10
+        assert manager.retry_for == 20
         manager.subscribe(CLIENT)
         v1 = manager.set_cursor(CLIENT, pos(100), None)
         session = client.client_id

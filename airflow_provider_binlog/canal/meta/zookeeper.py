@@ -17,7 +17,7 @@ its own earlier attempt (the reply was lost, the write was not) recognises its o
 succeeds instead of reporting a false conflict.
 
 Retries: every call is retried through ConnectionLoss / OperationTimeout with backoff for at most
-``retry_for`` seconds (default: the session timeout), so a ZooKeeper outage shorter than that
+``retry_for`` seconds (default: twice the session timeout), so a ZooKeeper outage shorter than that
 delays a call instead of failing it; then :class:`~airflow_provider_binlog.canal.errors.MetaError`
 names ZooKeeper. A request that timed out may still be sent once the connection is back (kazoo
 keeps it queued); a fenced one is still checked against the epoch then.
@@ -69,6 +69,10 @@ from airflow_provider_binlog.canal.errors import (
 from airflow_provider_binlog.canal.meta.base import Fence, FenceSource, MetaManager, Version, client_path
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.errors import ConfigurationError
+
+CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
+"""kazoo's reconnect policy here: forever, at most a second apart (kazoo's default backs off to an
+hour, so a server back after a few seconds would be seen only several seconds later)."""
 
 
 def _refused(path: str) -> str:
@@ -133,6 +137,7 @@ def connect(config: ZooKeeperConfig) -> KazooClient:
         timeout=config.timeout,
         auth_data=auth,
         default_acl=config.acl,
+        connection_retry=CONNECTION_RETRY,
     )
     try:
         client.start(timeout=config.connect_timeout)
@@ -147,8 +152,9 @@ class ZooKeeperMetaManager(MetaManager):
 
     :param client: a started :class:`KazooClient` (optionally chrooted and authenticated).
     :param acl: ACL for the nodes this manager creates (default: the client's default ACL).
-    :param retry_for: seconds a call keeps retrying through a lost connection (default: the
-        session timeout; past it the session cannot be alive on a server that stayed up).
+    :param retry_for: seconds a call keeps retrying through a lost connection (default: twice the
+        session timeout: a restarted server restores the session with a fresh timeout, so it may
+        outlive the outage by one). Past it the call fails; a lost session never waits that long.
     """
 
     def __init__(
@@ -166,7 +172,7 @@ class ZooKeeperMetaManager(MetaManager):
     def retry_for(self) -> float:
         if self._retry_for is not None:
             return self._retry_for
-        return float(getattr(self.client, "_session_timeout", 10_000)) / 1000.0
+        return 2 * float(getattr(self.client, "_session_timeout", 10_000)) / 1000.0
 
     # -- calls --------------------------------------------------------------------------------
 
