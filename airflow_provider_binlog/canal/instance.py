@@ -30,10 +30,12 @@ Lifecycle::
   dump after a backoff (``reconnect_initial`` doubling up to ``reconnect_max``) from the end of the
   last complete transaction read; entries already put are recognised by their order key and not
   put twice.
-* **Ack**: checks the HA node first (a suspended or lost ZooKeeper session refuses the ack) and
-  that the batch is the oldest outstanding one; when it has an ack point, writes the cursor with
-  compare-and-set (a lost race raises and leaves the batch outstanding); then releases the batch
-  in the store and removes its mark.
+* **Ack**: checks the HA node first (a lost ZooKeeper session refuses the ack; a suspended
+  connection is waited for up to twice the session timeout) and that the batch is the oldest
+  outstanding one; when it has an ack point, writes the cursor with compare-and-set (a lost race
+  raises and leaves the batch outstanding); then releases the batch in the store and removes its
+  mark. With an HA node the cursor and mark writes are fenced by its epoch (see :mod:`.ha`): once
+  another consumer acquired, they fail with ``FencedError`` and change nothing.
 * **Rollback**: moves the store's get cursor back to its ack cursor; if part of an open
   transaction was already released, the store is reset and the dump restarts from the durable
   cursor (see :mod:`.store`).
