@@ -134,6 +134,7 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
         zk.start(timeout=15)
         meta = ZooKeeperMetaManager(zk)
         running = RunningNode(zk, config.identity, label=f"binlog-cdc snapshot {args.destination}")
+        meta.attach_fence(config.identity, running)
         try:
             running.acquire(timeout=args.running_timeout)
         except BaseException:

@@ -57,6 +57,18 @@ class SessionLostError(CanalError):
     """The ZooKeeper session behind the ``running`` node was suspended or lost; no ack is allowed."""
 
 
+class FencedError(SessionLostError):
+    """A cursor or mark write of a consumer that no longer holds the destination: another consumer
+    acquired the ``running`` node since (the epoch moved on), so the write was refused as a whole.
+
+    :param destination: the destination whose write was refused.
+    """
+
+    def __init__(self, message: str, destination: str) -> None:
+        self.destination = destination
+        super().__init__(message)
+
+
 class StartPositionError(CanalError):
     """The start position cannot be used (purged, not found, inside nothing the server has)."""
 

@@ -30,10 +30,12 @@ Lifecycle::
   dump after a backoff (``reconnect_initial`` doubling up to ``reconnect_max``) from the end of the
   last complete transaction read; entries already put are recognised by their order key and not
   put twice.
-* **Ack**: checks the HA node first (a suspended or lost ZooKeeper session refuses the ack) and
-  that the batch is the oldest outstanding one; when it has an ack point, writes the cursor with
-  compare-and-set (a lost race raises and leaves the batch outstanding); then releases the batch
-  in the store and removes its mark.
+* **Ack**: checks the HA node first (a lost ZooKeeper session refuses the ack; a suspended
+  connection is waited for up to twice the session timeout) and that the batch is the oldest
+  outstanding one; when it has an ack point, writes the cursor with compare-and-set (a lost race
+  raises and leaves the batch outstanding); then releases the batch in the store and removes its
+  mark. With an HA node the cursor and mark writes are fenced by its epoch (see :mod:`.ha`): once
+  another consumer acquired, they fail with ``FencedError`` and change nothing.
 * **Rollback**: moves the store's get cursor back to its ack cursor; if part of an open
   transaction was already released, the store is reset and the dump restarts from the durable
   cursor (see :mod:`.store`).
@@ -174,7 +176,8 @@ class CanalInstance:
 
     :param config: the destination's settings.
     :param meta: where the cursor, marks and records live.
-    :param running: the HA node (ZooKeeper); ``None`` for single-consumer setups.
+    :param running: the HA node (ZooKeeper); ``None`` for single-consumer setups. It is attached
+        to ``meta`` as the fence of this client's cursor and mark writes (see :mod:`.ha`).
     :param client: a replication client (default: one built from ``config.source``).
     :param connect: a connection factory for ``information_schema`` (default: ``config.source``'s
         user; ``None`` disables lookups).
@@ -193,6 +196,8 @@ class CanalInstance:
         self.running = running
         self.client = client or ReplicationClient(config.source)
         self.identity = config.identity
+        if running is not None:
+            meta.attach_fence(self.identity, running)  # cursor and mark writes carry its epoch
         if connect is True:
             connect = self._connect_source
         self.history: SchemaHistory | None = (

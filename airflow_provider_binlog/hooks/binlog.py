@@ -149,9 +149,12 @@ class ZooKeeperHook(BaseHook):
             finally:
                 root.stop()
                 root.close()
+        from airflow_provider_binlog.canal.meta.zookeeper import CONNECTION_RETRY
+
         client = KazooClient(
-            hosts=s["hosts"] + s["chroot"], timeout=s["timeout"], auth_data=auth, default_acl=acl
-        )
+            hosts=s["hosts"] + s["chroot"], timeout=s["timeout"], auth_data=auth, default_acl=acl,
+            connection_retry=CONNECTION_RETRY,
+        )  # fmt: skip
         try:
             client.start(timeout=s["timeout"])
         except KazooTimeoutError:

@@ -399,7 +399,8 @@ def test_ack_refused_after_the_zookeeper_session_is_lost(
     cfg = InstanceConfig(
         "zkdest", source(mariadb), TableFilter(f"{database}\\..*"), start=StartSpec(str(workload))
     )
-    inst = CanalInstance(cfg, meta, running=RunningNode(zk_client, cfg.identity, label="first"))
+    running = RunningNode(zk_client, cfg.identity, label="first", reconnect_wait=0.5)
+    inst = CanalInstance(cfg, meta, running=running)
     inst.subscribe(stop_at="head")
     batch = inst.get_without_ack(10, timeout=5)
     assert batch.id is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_binlog.canal.errors import MetaAuthError, MetaConflictError
+from airflow_provider_binlog.canal.errors import MetaAuthError, MetaConflictError, MetaError
 from airflow_provider_binlog.canal.meta import (
     ClientIdentity,
     FileMetaManager,
@@ -240,6 +240,63 @@ def test_zookeeper_writes_survive_a_server_restart(zookeeper: Any, zk_chroot: st
         assert manager.get_cursor(CLIENT) == (pos(200), v2)
         with pytest.raises(MetaConflictError):
             manager.set_cursor(CLIENT, pos(300), v1)
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.integration
+def test_zookeeper_write_issued_during_an_outage_lands_once(zookeeper: Any, zk_chroot: str) -> None:
+    """ZooKeeper stops for two seconds while a cursor write is issued: the write waits for the
+    restart (same port, same data, same session) and lands exactly once."""
+    import threading
+    import time
+
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+
+    client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=10))
+    try:
+        manager = ZooKeeperMetaManager(client)
+        assert manager.retry_for == 20
+        manager.subscribe(CLIENT)
+        v1 = manager.set_cursor(CLIENT, pos(100), None)
+        session = client.client_id
+        result: list[Any] = []
+        zookeeper.stop(keep_data=True)
+        try:
+            writer = threading.Thread(target=lambda: result.append(manager.set_cursor(CLIENT, pos(200), v1)))
+            writer.start()
+            time.sleep(2.0)
+            assert not result
+        finally:
+            zookeeper.start()
+        writer.join(30)
+        assert result == [v1 + 1] and client.client_id == session
+        assert manager.get_cursor(CLIENT) == (pos(200), v1 + 1)
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.integration
+def test_zookeeper_calls_give_up_after_retry_for(zookeeper: Any, zk_chroot: str) -> None:
+    import time
+
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+
+    client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=10))
+    try:
+        manager = ZooKeeperMetaManager(client, retry_for=1.0)
+        manager.subscribe(CLIENT)
+        zookeeper.stop(keep_data=True)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(MetaError, match="ZooKeeper"):
+                manager.get_cursor(CLIENT)
+            assert time.monotonic() - t0 < 5
+        finally:
+            zookeeper.start()
+        assert ZooKeeperMetaManager(client).get_cursor(CLIENT) == (None, None)  # waits for the reconnect
     finally:
         client.stop()
         client.close()

@@ -14,11 +14,18 @@ own layout plus one subtree of this provider's::
         runs/{run_id}            JSON {"start": LogPosition, "end": LogPosition, "state": ...}
         snapshot/{schema.table}  JSON snapshot progress of one table
         schema/...               schema history (see canal.schema)
+        epoch                    bumped by every acquire of the running node (see canal.ha)
 
 Every write is compare-and-set: readers get a ``(value, version)`` pair and writers pass the
 version they read (``None`` = "must not exist yet"); a lost race raises
 :class:`~airflow_provider_binlog.canal.errors.MetaConflictError`. Versions are opaque: the
 znode version in ZooKeeper, a counter in memory, a content digest in the file store.
+
+Fencing: :meth:`MetaManager.attach_fence` hands a client's HA node to the manager. The ZooKeeper
+manager then makes every cursor and mark write or delete of that client conditional on the
+holder's :class:`Fence` (the epoch node still at the version its acquire left), so a consumer that
+lost the destination to another cannot move the cursor any more. The memory and file managers have
+no HA node and ignore it.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ import contextlib
 import json
 import re
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 from airflow_provider_binlog.canal.errors import MetaConflictError, MetaError
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition, PositionRange
@@ -47,6 +55,27 @@ class Versioned(NamedTuple):
 
     value: Any
     version: Version
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A holder's fencing token.
+
+    :param path: the epoch node (``{client}/provider/epoch``).
+    :param version: the epoch node's version as the holder's acquire left it.
+    :param session_id: the ZooKeeper session the holder acquired with (``None`` when unknown).
+    """
+
+    path: str
+    version: int
+    session_id: int | None = None
+
+
+class FenceSource(Protocol):
+    """What hands out a client's current fencing token: its HA node (:class:`~..ha.RunningNode`)."""
+
+    def fence(self) -> Fence | None:
+        """The token of the last acquire, or ``None`` when never acquired (writes are not fenced)."""
 
 
 def destination_path(destination: str) -> str:
@@ -95,6 +124,22 @@ class MetaManager(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (the injected ZooKeeper client is not stopped)."""
 
+    def _fenced_write(self, client: ClientIdentity, path: str, data: bytes, expected: Version) -> Version:
+        """:meth:`_write` of a cursor or mark of ``client``; a back end that fences overrides it."""
+        return self._write(path, data, expected)
+
+    def _fenced_delete(self, client: ClientIdentity, path: str, expected: Version = ...) -> None:
+        """:meth:`_delete` of a cursor or mark of ``client``; a back end that fences overrides it."""
+        self._delete(path, expected)
+
+    # -- fencing ------------------------------------------------------------------------------
+
+    def attach_fence(self, client: ClientIdentity, source: FenceSource | None) -> None:  # noqa: B027
+        """Fence ``client``'s cursor and mark writes with ``source``'s token (``None`` detaches).
+
+        Only the ZooKeeper manager fences (see the module docstring); the others ignore it.
+        """
+
     # -- subscriptions ------------------------------------------------------------------------
 
     def subscribe(self, client: ClientIdentity) -> None:
@@ -142,12 +187,13 @@ class MetaManager(ABC):
         :return: the new version.
         :raises MetaConflictError: the cursor changed since ``expected``.
         """
-        return self._write(client_path(client) + "/cursor", position.to_json().encode(), expected)
+        path = client_path(client) + "/cursor"
+        return self._fenced_write(client, path, position.to_json().encode(), expected)
 
     def delete_cursor(self, client: ClientIdentity, expected: Version = ...) -> None:
         """Forget the cursor (the next start uses the configured start position); with
         ``expected``, only if it is still that version."""
-        self._delete(client_path(client) + "/cursor", expected)
+        self._fenced_delete(client, client_path(client) + "/cursor", expected)
 
     def min_cursor(self, destination: str) -> LogPosition | None:
         """The smallest cursor over the destination's clients (where canal resumes the parser)."""
@@ -167,10 +213,10 @@ class MetaManager(ABC):
 
     def add_mark(self, client: ClientIdentity, batch_id: int, positions: PositionRange) -> None:
         """Record a batch handed out (fails with :class:`MetaConflictError` if the id exists)."""
-        self._write(self._mark_path(client, batch_id), positions.to_json().encode(), None)
+        self._fenced_write(client, self._mark_path(client, batch_id), positions.to_json().encode(), None)
 
     def remove_mark(self, client: ClientIdentity, batch_id: int) -> None:
-        self._delete(self._mark_path(client, batch_id))
+        self._fenced_delete(client, self._mark_path(client, batch_id))
 
     def marks(self, client: ClientIdentity) -> dict[int, PositionRange]:
         """Batches recorded as in flight, by id, oldest first."""
