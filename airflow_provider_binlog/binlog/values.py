@@ -594,15 +594,16 @@ class RowDecoder:
     def native_plan(self, present: bytes) -> Any:
         """The C decoder's plan for a columns-present bitmap, ``None`` when the C decoder is off or
         cannot take every column. Builds the Python decoder first (its errors come first)."""
+        if _native is None:
+            return None
         plan = self._plans.get(present, _NO_PLAN)
         if plan is _NO_PLAN:
             self.row_function(present)
-            plan = None
-            if _native is not None:
-                n = len(self.schema.columns)
-                idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
-                plan = values_native.plan(_native, self.schema, idx, reader_for, _MYSQL_LATIN1)
-            self._plans[present] = plan
+            n = len(self.schema.columns)
+            idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
+            plan = self._plans[present] = values_native.plan(
+                _native, self.schema, idx, reader_for, _MYSQL_LATIN1
+            )
         return plan
 
     def native_pairs(self, body: bytes, pos: int, end: int, before: bytes, after: bytes) -> list[Any] | None:
@@ -637,12 +638,11 @@ class RowDecoder:
 
     def decode_rows(self, body: bytes, pos: int, end: int, present: bytes) -> list[dict[str, Any]]:
         """Decode consecutive row images in ``body[pos:end]`` (WRITE/DELETE rows)."""
-        if _native is not None:
-            plan = self.native_plan(present)
-            if plan is not None:
-                out: list[dict[str, Any]] | None = _native.decode_rows(plan, body, pos, end)
-                if out is not None:
-                    return out
+        plan = self.native_plan(present)
+        if plan is not None:
+            out: list[dict[str, Any]] | None = _native.decode_rows(plan, body, pos, end)
+            if out is not None:
+                return out
         fn = self.row_function(present)
         rows: list[dict[str, Any]] = []
         append = rows.append
