@@ -91,7 +91,9 @@ def test_golden_all_types_rows_go_through_c() -> None:
         if ev.kind == "update":
             assert dec.native_pairs(ev._body, ev._rows_at, len(ev._body), ev.columns_present, present_after)
         else:
-            assert NATIVE.decode_rows(dec.native_plan(ev.columns_present), ev._body, ev._rows_at, len(ev._body))
+            assert NATIVE.decode_rows(
+                dec.native_plan(ev.columns_present), ev._body, ev._rows_at, len(ev._body)
+            )
 
 
 @FUZZ
@@ -120,7 +122,9 @@ def test_damaged_row_data_decodes_alike(data: st.DataObject) -> None:
 # -------------------------------------------------------------------------------- synthetic schemas
 
 LABELS = st.lists(st.text("abcxyz\u00e7\u20ac", min_size=1, max_size=3), min_size=1, max_size=70, unique=True)
-TEXT = st.sampled_from([(None, None), (63, None), (255, "utf-8"), (8, "cp1252"), (28, "gbk"), (35, "utf-16-be")])
+TEXT = st.sampled_from(
+    [(None, None), (63, None), (255, "utf-8"), (8, "cp1252"), (28, "gbk"), (35, "utf-16-be")]
+)
 
 
 @st.composite
@@ -141,7 +145,9 @@ def columns(draw: Any) -> ColumnDef:
     if kind in ("varchar", "binary"):
         coll, cs = (63, None) if kind == "binary" else draw(TEXT)
         t = T.STRING if kind == "binary" else draw(st.sampled_from([T.VARCHAR, T.STRING, T.VAR_STRING]))
-        return ColumnDef(name, t, meta=draw(st.sampled_from([3, 10, 255, 256, 1000])), collation=coll, charset=cs)
+        return ColumnDef(
+            name, t, meta=draw(st.sampled_from([3, 10, 255, 256, 1000])), collation=coll, charset=cs
+        )
     if kind == "blob":
         coll, cs = draw(TEXT)
         t = draw(st.sampled_from([T.BLOB, T.GEOMETRY]))
