@@ -10,6 +10,10 @@ parse-only step does, every value touched), each pass in its own spawned process
 cProfile of the parser thread per mode (``DIR/parser-{c,python}.prof``).
 
     .venv/bin/python bench/parser_cpu.py --changes 200000
+
+Measured 2026-11-22 01:44 UTC, 2 cores shared (load 4-5), 200k changes, best of 2 passes per mode:
+parser thread CPU 5.78 s with the Python row decoder (28.9 CPU-s per million changes), 3.64 s with
+the C one (18.2 CPU-s per million): 1.59x.
 """
 
 from __future__ import annotations

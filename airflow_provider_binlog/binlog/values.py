@@ -3,7 +3,8 @@
 :class:`RowDecoder` turns a :class:`~.columns.TableSchema` into straight-line Python (one function
 per columns-present bitmap, compiled once and cached), so the per-row work is a null-bit test and
 an inlined ``unpack_from``/slice per column; complex types call a prepared closure. Values follow
-the contract table in :mod:`.columns`.
+the contract table in :mod:`.columns`. When the optional C extension is built, whole row events
+decode in C first (:mod:`.values_native`: same values; anything unclean goes back to this code).
 
 Choices documented here (the contract leaves them open):
 
