@@ -23,6 +23,9 @@ setup_system() {
     [ -f /usr/share/java/jarjar.jar ] || pkgs+=(libjarjar-java)
     command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
     "$PY" -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
+    # the C row decoder (optional: without these the package installs and decodes in Python)
+    command -v gcc >/dev/null || pkgs+=(gcc)
+    [ -f "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || pkgs+=(python3-dev)
     if [ ${#pkgs[@]} -gt 0 ]; then
         local sudo=""
         [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -38,13 +41,15 @@ setup_python() {
         "$PY" -m venv "$VENV"
     fi
     local stamp
-    stamp=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    stamp=$(cat pyproject.toml setup.py airflow_provider_binlog/binlog/_rowdecode.c | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
         log "installing airflow-provider-binlog[dev] into $VENV (first time: a few minutes)"
         "$VENV/bin/pip" install -q --upgrade pip
         "$VENV/bin/pip" install -q -e '.[dev]'
         echo "$stamp" > "$VENV/.setup-stamp"
     fi
+    "$VENV/bin/python" -c 'from airflow_provider_binlog.binlog import _rowdecode' 2>/dev/null \
+        || log "warning: the C row decoder did not build; row images decode in Python (slower)"
 }
 
 setup_jars() {

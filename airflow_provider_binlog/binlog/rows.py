@@ -196,8 +196,12 @@ class RowsEvent:
             return dec.decode_rows(body, pos, end, self.columns_present)
         if self.type_code == E.PARTIAL_UPDATE_ROWS_EVENT:
             return _partial_updates(dec, tm, body, pos, end, self.columns_present, self.columns_present_after)
+        present_after = self.columns_present_after or self.columns_present
         before = dec.row_function(self.columns_present)
-        after = dec.row_function(self.columns_present_after or self.columns_present)
+        after = dec.row_function(present_after)
+        pairs = dec.native_pairs(body, pos, end, self.columns_present, present_after)
+        if pairs is not None:
+            return pairs
         out = []
         try:
             while pos < end:

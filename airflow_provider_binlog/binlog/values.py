@@ -3,7 +3,8 @@
 :class:`RowDecoder` turns a :class:`~.columns.TableSchema` into straight-line Python (one function
 per columns-present bitmap, compiled once and cached), so the per-row work is a null-bit test and
 an inlined ``unpack_from``/slice per column; complex types call a prepared closure. Values follow
-the contract table in :mod:`.columns`.
+the contract table in :mod:`.columns`. When the optional C extension is built, whole row events
+decode in C first (:mod:`.values_native`: same values; anything unclean goes back to this code).
 
 Choices documented here (the contract leaves them open):
 
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from airflow_provider_binlog.binlog import json_binary
+from airflow_provider_binlog.binlog import json_binary, values_native
 from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, JSON_NULL, ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.errors import DecodeError
@@ -345,6 +346,15 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
     inline = _inline_temporal_or_decimal(g, col, out)
     if inline is not None:
         return inline
+    if t == T.NULL:
+        return [f"{out} = None"]
+    return [f"{out}, p = {g.const('R_', reader_for(col))}(b, p)"]
+
+
+def reader_for(col: ColumnDef) -> Reader:
+    """The prepared reader of a column type the generated code does not inline (TIME2, the old
+    temporal types, JSON, VECTOR, ENUM, SET, unsupported types)."""
+    t = col.type
     reader: Reader
     if t == T.TIME2:
         reader = _time2_reader(col.fsp or 0)
@@ -365,15 +375,13 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
         reader = _enum_reader(col.meta & 0xFF, col.enum_values)
     elif t == T.SET:
         reader = _set_reader(col.meta & 0xFF, col.set_values)
-    elif t == T.NULL:
-        return [f"{out} = None"]
     elif t == T.DECIMAL:
         reader = _unsupported(
             f"column {col.name!r}: old DECIMAL (MySQL 4.1 or earlier) has no length in the binlog"
         )
     else:
         reader = _unsupported(f"column {col.name!r}: values of type {t.name} are not supported")
-    return [f"{out}, p = {g.const('R_', reader)}(b, p)"]
+    return reader
 
 
 def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] | None:
@@ -547,6 +555,15 @@ def _json_diff_reader(width: int) -> Reader:
     return read
 
 
+_native: Any = values_native.load()
+_NO_PLAN = object()
+
+
+def native_available() -> bool:
+    """Whether row images decode through the C extension (see :mod:`.values_native`)."""
+    return _native is not None
+
+
 class RowDecoder:
     """Decodes row images of one table; built once per TABLE_MAP and reused for every row.
 
@@ -557,12 +574,13 @@ class RowDecoder:
     absent from the dict.
     """
 
-    __slots__ = ("_fns", "names", "schema")
+    __slots__ = ("_fns", "_plans", "names", "schema")
 
     def __init__(self, schema: TableSchema) -> None:
         self.schema = schema
         self.names = schema.column_names
         self._fns: dict[tuple[bytes, bool], Callable[..., Any]] = {}
+        self._plans: dict[bytes, Any] = {}
 
     def row_function(self, present: bytes, partial_json: bool = False) -> Callable[..., Any]:
         """The compiled ``decode_row(b, p[, partial]) -> (row, p)`` for a columns-present bitmap."""
@@ -573,6 +591,32 @@ class RowDecoder:
             idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
             fn = self._fns[key] = _generate(self.schema, idx, partial_json)
         return fn
+
+    def native_plan(self, present: bytes) -> Any:
+        """The C decoder's plan for a columns-present bitmap, ``None`` when the C decoder is off or
+        cannot take every column. Builds the Python decoder first (its errors come first)."""
+        if _native is None:
+            return None
+        plan = self._plans.get(present, _NO_PLAN)
+        if plan is _NO_PLAN:
+            self.row_function(present)
+            n = len(self.schema.columns)
+            idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
+            plan = self._plans[present] = values_native.plan(
+                _native, self.schema, idx, reader_for, _MYSQL_LATIN1
+            )
+        return plan
+
+    def native_pairs(self, body: bytes, pos: int, end: int, before: bytes, after: bytes) -> list[Any] | None:
+        """UPDATE row images in ``body[pos:end]`` as ``(before, after)`` dicts, decoded in C; ``None``
+        when the C decoder is off, cannot take the columns or declines the bytes (the caller then
+        decodes in Python, which raises the error if there is one)."""
+        pb = self.native_plan(before)
+        pa = self.native_plan(after)
+        if pb is None or pa is None:
+            return None
+        pairs: list[Any] | None = _native.decode_pairs(pb, pa, body, pos, end)
+        return pairs
 
     def _named(self, e: DecodeError) -> DecodeError:
         reason = e.reason
@@ -595,6 +639,11 @@ class RowDecoder:
 
     def decode_rows(self, body: bytes, pos: int, end: int, present: bytes) -> list[dict[str, Any]]:
         """Decode consecutive row images in ``body[pos:end]`` (WRITE/DELETE rows)."""
+        plan = self.native_plan(present)
+        if plan is not None:
+            out: list[dict[str, Any]] | None = _native.decode_rows(plan, body, pos, end)
+            if out is not None:
+                return out
         fn = self.row_function(present)
         rows: list[dict[str, Any]] = []
         append = rows.append

@@ -1,0 +1,665 @@
+/* Row images to Python values in C: the fast path of airflow_provider_binlog.binlog.values.
+ *
+ * A Plan is built once per (TABLE_MAP, columns-present bitmap) from per-column specs that
+ * values.py derives from the same ColumnDefs its generated Python decoder uses. decode_rows()
+ * and decode_pairs() decode every row image of a rows-event body into the dicts the Python decoder
+ * would build, value for value.
+ *
+ * Errors are never produced here. Whenever the bytes are anything but clean (a read past `end`,
+ * invalid text, an ENUM index or SET bit beyond the labels, a DECIMAL digit group out of range,
+ * a Python reader that raises, the images not ending exactly at `end`), the functions return
+ * None with no exception set, and the caller decodes the whole event again with the Python
+ * decoder, which then raises its own DecodeError (or, for the few inputs only it accepts, returns
+ * the values). So errors are the Python path's by construction, and every read is bounds-checked
+ * against `end` (never beyond the bytes object).
+ *
+ * Spec per column: (kind, p1, p2, p3, obj); see the K_* and TXT_* constants below and
+ * values._native_spec.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <datetime.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    K_NULL = 0,       /* no bytes; None */
+    K_INT = 1,        /* p1 = width 1, 2, 3, 4, 8; little-endian signed */
+    K_UINT = 2,       /* p1 = width 1, 2, 3, 4, 8; little-endian unsigned */
+    K_FLOAT = 3,      /* float32 little-endian */
+    K_DOUBLE = 4,     /* float64 little-endian */
+    K_YEAR = 5,       /* one byte, +1900 unless 0 */
+    K_BIT = 6,        /* p1 = bytes 1..8, big-endian unsigned */
+    K_STR = 7,        /* p1 = length width 1..4, p2 = TXT_*, p3 = pad length, obj = codec/mapping */
+    K_DATE = 8,       /* 3 bytes; None when Python's date() would refuse it */
+    K_DATETIME2 = 9,  /* p1 = fraction bytes 0..3 */
+    K_TIMESTAMP2 = 10, /* p1 = fraction bytes 0..3 */
+    K_TIME2 = 11,     /* p1 = fraction bytes 0..3 */
+    K_DECIMAL = 12,   /* p1 = precision, p2 = scale */
+    K_ENUM = 13,      /* p1 = width 1..8, obj = labels tuple or None */
+    K_SET = 14,       /* p1 = width 1..8, obj = labels tuple or None */
+    K_READER = 15,    /* obj = the Python reader f(body, pos) -> (value, pos) */
+};
+
+enum {
+    TXT_BYTES = 0,   /* bytes */
+    TXT_UTF8 = 1,    /* bytes.decode('utf-8') */
+    TXT_CHARMAP = 2, /* codecs.charmap_decode(raw, 'strict', obj) (MySQL latin1) */
+    TXT_CODEC = 3,   /* bytes.decode(obj) */
+    TXT_PAD = 4,     /* bytes.ljust(p3, b'\0') (BINARY(n)) */
+};
+
+#if PY_VERSION_HEX < 0x030B0000
+#define PyFloat_Unpack4 _PyFloat_Unpack4
+#define PyFloat_Unpack8 _PyFloat_Unpack8
+#endif
+
+static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+static const uint32_t POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
+                                   1000000000};
+static const int FRAC_MULT[4] = {0, 10000, 100, 1};
+
+static PyObject *DecimalType = NULL; /* decimal.Decimal, set by setup() */
+static PyObject *EmptyStr = NULL;
+static PyObject *Comma = NULL;
+
+typedef struct {
+    int kind;
+    Py_ssize_t p1, p2, p3;
+    PyObject *obj;     /* labels, reader, codec name or charmap (owned) */
+    const char *codec; /* UTF-8 of obj for TXT_CODEC (kept alive by obj) */
+    Py_ssize_t nlabels;
+    /* DECIMAL layout */
+    int i_rem, i_full, f_full, f_rem, size;
+} Col;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t ncols;
+    Py_ssize_t nullbytes;
+    PyObject *names; /* tuple of str */
+    Col *cols;
+} Plan;
+
+static void Plan_dealloc(Plan *self) {
+    if (self->cols) {
+        for (Py_ssize_t i = 0; i < self->ncols; i++) Py_XDECREF(self->cols[i].obj);
+        PyMem_Free(self->cols);
+    }
+    Py_XDECREF(self->names);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int plan_col(Col *c, PyObject *spec) {
+    long long kind, p1, p2, p3;
+    PyObject *obj;
+    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "LLLLO", &kind, &p1, &p2, &p3, &obj)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "spec must be a tuple");
+        return -1;
+    }
+    c->kind = (int)kind;
+    c->p1 = (Py_ssize_t)p1;
+    c->p2 = (Py_ssize_t)p2;
+    c->p3 = (Py_ssize_t)p3;
+    switch (kind) {
+    case K_NULL: case K_FLOAT: case K_DOUBLE: case K_YEAR: case K_DATE:
+        break;
+    case K_INT: case K_UINT:
+        if (!(p1 == 1 || p1 == 2 || p1 == 3 || p1 == 4 || p1 == 8)) goto bad;
+        break;
+    case K_BIT:
+        if (p1 < 1 || p1 > 8) goto bad;
+        break;
+    case K_STR:
+        if (p1 < 1 || p1 > 4 || p2 < TXT_BYTES || p2 > TXT_PAD || p3 < 0) goto bad;
+        if (p2 == TXT_CHARMAP && !PyUnicode_Check(obj)) goto bad;
+        if (p2 == TXT_CODEC) {
+            if (!PyUnicode_Check(obj)) goto bad;
+            c->codec = PyUnicode_AsUTF8(obj);
+            if (c->codec == NULL) return -1;
+        }
+        break;
+    case K_DATETIME2: case K_TIMESTAMP2: case K_TIME2:
+        if (p1 < 0 || p1 > 3) goto bad;
+        break;
+    case K_DECIMAL: {
+        if (p1 < 1 || p1 > 65 || p2 < 0 || p2 > 30 || p2 > p1) goto bad;
+        int intg = (int)(p1 - p2);
+        c->i_full = intg / 9;
+        c->i_rem = intg % 9;
+        c->f_full = (int)p2 / 9;
+        c->f_rem = (int)p2 % 9;
+        c->size = DIG2BYTES[c->i_rem] + c->i_full * 4 + c->f_full * 4 + DIG2BYTES[c->f_rem];
+        break;
+    }
+    case K_ENUM: case K_SET:
+        if (p1 < 1 || p1 > 8) goto bad;
+        if (obj != Py_None) {
+            if (!PyTuple_CheckExact(obj)) goto bad;
+            c->nlabels = PyTuple_GET_SIZE(obj);
+        }
+        break;
+    case K_READER:
+        if (!PyCallable_Check(obj)) goto bad;
+        break;
+    default:
+        goto bad;
+    }
+    Py_INCREF(obj);
+    c->obj = obj;
+    return 0;
+bad:
+    PyErr_Format(PyExc_ValueError, "unsupported column spec (kind %lld)", kind);
+    return -1;
+}
+
+static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *names, *specs;
+    if (kwds && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "Plan takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &names, &PyTuple_Type, &specs)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(specs) != n || n == 0) {
+        PyErr_SetString(PyExc_ValueError, "names and specs differ in length, or no columns");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "column names must be str");
+            return NULL;
+        }
+    }
+    Plan *self = (Plan *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->cols = PyMem_Calloc((size_t)n, sizeof(Col));
+    if (self->cols == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->ncols = n;
+    self->nullbytes = (n + 7) / 8;
+    Py_INCREF(names);
+    self->names = names;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (plan_col(&self->cols[i], PyTuple_GET_ITEM(specs, i)) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "airflow_provider_binlog.binlog._rowdecode.Plan",
+    .tp_doc = "Plan(names, specs): how to decode row images with one columns-present bitmap.",
+    .tp_basicsize = sizeof(Plan),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Plan_new,
+    .tp_dealloc = (destructor)Plan_dealloc,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* value readers: return a new reference, or NULL to bail out (any exception is cleared later) */
+
+static inline uint64_t le(const uint8_t *b, Py_ssize_t n) {
+    uint64_t v = 0;
+    for (Py_ssize_t k = n - 1; k >= 0; k--) v = (v << 8) | b[k];
+    return v;
+}
+
+static inline uint64_t be(const uint8_t *b, Py_ssize_t n) {
+    uint64_t v = 0;
+    for (Py_ssize_t k = 0; k < n; k++) v = (v << 8) | b[k];
+    return v;
+}
+
+static inline int days_in_month(long y, long m) {
+    static const int dim[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
+    return dim[m];
+}
+
+/* the checks datetime.date()/datetime() make (they raise ValueError, the decoder returns None) */
+static inline int valid_date(long y, long m, long d) {
+    return y >= 1 && y <= 9999 && m >= 1 && m <= 12 && d >= 1 && d <= days_in_month(y, m);
+}
+
+static PyObject *read_decimal(const Col *c, const uint8_t *src) {
+    uint8_t d[32];
+    char out[96];
+    char *o = out;
+    int size = c->size;
+    memcpy(d, src, (size_t)size);
+    int neg = !(d[0] & 0x80);
+    if (neg)
+        for (int k = 0; k < size; k++) d[k] ^= 0xFF;
+    d[0] ^= 0x80;
+    const uint8_t *q = d;
+    char digits[80];
+    int nd = 0;
+    if (c->i_rem) {
+        int w = DIG2BYTES[c->i_rem];
+        uint32_t g = (uint32_t)be(q, w);
+        q += w;
+        if (g >= POW10[c->i_rem]) return NULL;
+        for (int k = c->i_rem - 1; k >= 0; k--) digits[nd++] = (char)('0' + (g / POW10[k]) % 10);
+    }
+    for (int j = 0; j < c->i_full; j++) {
+        uint32_t g = (uint32_t)be(q, 4);
+        q += 4;
+        if (g >= 1000000000u) return NULL;
+        for (int k = 8; k >= 0; k--) digits[nd++] = (char)('0' + (g / POW10[k]) % 10);
+    }
+    if (neg) *o++ = '-';
+    int lead = 0;
+    while (lead < nd - 1 && digits[lead] == '0') lead++;
+    if (nd == 0) {
+        *o++ = '0';
+    } else {
+        memcpy(o, digits + lead, (size_t)(nd - lead));
+        o += nd - lead;
+    }
+    if (c->p2) {
+        *o++ = '.';
+        for (int j = 0; j < c->f_full; j++) {
+            uint32_t g = (uint32_t)be(q, 4);
+            q += 4;
+            if (g >= 1000000000u) return NULL;
+            for (int k = 8; k >= 0; k--) *o++ = (char)('0' + (g / POW10[k]) % 10);
+        }
+        if (c->f_rem) {
+            int w = DIG2BYTES[c->f_rem];
+            uint32_t g = (uint32_t)be(q, w);
+            if (g >= POW10[c->f_rem]) return NULL;
+            for (int k = c->f_rem - 1; k >= 0; k--) *o++ = (char)('0' + (g / POW10[k]) % 10);
+        }
+    }
+    PyObject *s = PyUnicode_FromStringAndSize(out, o - out);
+    if (s == NULL) return NULL;
+    PyObject *v = PyObject_CallOneArg(DecimalType, s);
+    Py_DECREF(s);
+    return v;
+}
+
+static PyObject *read_text(const Col *c, const char *s, Py_ssize_t n) {
+    switch (c->p2) {
+    case TXT_BYTES:
+        return PyBytes_FromStringAndSize(s, n);
+    case TXT_UTF8:
+        return PyUnicode_DecodeUTF8(s, n, "strict");
+    case TXT_CHARMAP:
+        return PyUnicode_DecodeCharmap(s, n, c->obj, "strict");
+    case TXT_CODEC:
+        return PyUnicode_Decode(s, n, c->codec, "strict");
+    default: { /* TXT_PAD */
+        if (n >= c->p3) return PyBytes_FromStringAndSize(s, n);
+        PyObject *v = PyBytes_FromStringAndSize(NULL, c->p3);
+        if (v == NULL) return NULL;
+        char *w = PyBytes_AS_STRING(v);
+        memcpy(w, s, (size_t)n);
+        memset(w + n, 0, (size_t)(c->p3 - n));
+        return v;
+    }
+    }
+}
+
+static PyObject *read_set(const Col *c, uint64_t v) {
+    if (c->obj == Py_None) return PyLong_FromUnsignedLongLong(v);
+    Py_ssize_t nl = c->nlabels;
+    if (nl < 64 && (v >> nl)) return NULL;
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < nl && k < 64; k++) {
+        if (v >> k & 1) {
+            if (PyList_Append(parts, PyTuple_GET_ITEM(c->obj, k)) < 0) {
+                Py_DECREF(parts);
+                return NULL;
+            }
+        }
+    }
+    PyObject *out = PyUnicode_Join(Comma, parts);
+    Py_DECREF(parts);
+    return out;
+}
+
+/* days since 1970-01-01 -> civil date (proleptic Gregorian) */
+static void civil(int64_t z, long *y, long *m, long *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t yy = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (long)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (long)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (long)(yy + (*m <= 2));
+}
+
+/* Decode one row image at *pp; a new dict, or NULL to bail out. */
+static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, Py_ssize_t *pp,
+                            Py_ssize_t end) {
+    Py_ssize_t p = *pp;
+    Py_ssize_t nb = plan->nullbytes;
+    if (nb > end - p) return NULL;
+    const uint8_t *nulls = b + p;
+    p += nb;
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject *row = _PyDict_NewPresized(plan->ncols);
+#else
+    PyObject *row = PyDict_New();
+#endif
+    if (row == NULL) return NULL;
+#define NEED(n) do { if ((Py_ssize_t)(n) > end - p) goto bail; } while (0)
+    for (Py_ssize_t i = 0; i < plan->ncols; i++) {
+        const Col *c = &plan->cols[i];
+        PyObject *v;
+        if (nulls[i >> 3] >> (i & 7) & 1) {
+            v = Py_None;
+            Py_INCREF(v);
+        } else {
+            switch (c->kind) {
+            case K_NULL:
+                v = Py_None;
+                Py_INCREF(v);
+                break;
+            case K_INT: {
+                Py_ssize_t w = c->p1;
+                NEED(w);
+                uint64_t u = le(b + p, w);
+                p += w;
+                int64_t s;
+                if (w == 8) {
+                    s = (int64_t)u;
+                } else {
+                    uint64_t sign = (uint64_t)1 << (8 * w - 1);
+                    s = (int64_t)(u ^ sign) - (int64_t)sign;
+                }
+                v = PyLong_FromLongLong(s);
+                break;
+            }
+            case K_UINT: {
+                Py_ssize_t w = c->p1;
+                NEED(w);
+                v = PyLong_FromUnsignedLongLong(le(b + p, w));
+                p += w;
+                break;
+            }
+            case K_FLOAT: case K_DOUBLE: {
+                Py_ssize_t w = c->kind == K_FLOAT ? 4 : 8;
+                NEED(w);
+                double x = w == 4 ? PyFloat_Unpack4((const char *)b + p, 1)
+                                  : PyFloat_Unpack8((const char *)b + p, 1);
+                p += w;
+                v = (x == -1.0 && PyErr_Occurred()) ? NULL : PyFloat_FromDouble(x);
+                break;
+            }
+            case K_YEAR: {
+                NEED(1);
+                long y = b[p];
+                p += 1;
+                v = PyLong_FromLong(y ? y + 1900 : 0);
+                break;
+            }
+            case K_BIT:
+                NEED(c->p1);
+                v = PyLong_FromUnsignedLongLong(be(b + p, c->p1));
+                p += c->p1;
+                break;
+            case K_STR: {
+                NEED(c->p1);
+                Py_ssize_t n = (Py_ssize_t)le(b + p, c->p1);
+                p += c->p1;
+                NEED(n);
+                v = read_text(c, (const char *)b + p, n);
+                p += n;
+                break;
+            }
+            case K_DATE: {
+                NEED(3);
+                uint32_t x = (uint32_t)le(b + p, 3);
+                p += 3;
+                long y = (long)(x >> 9), m = (long)((x >> 5) & 15), d = (long)(x & 31);
+                if (valid_date(y, m, d)) {
+                    v = PyDate_FromDate((int)y, (int)m, (int)d);
+                } else {
+                    v = Py_None;
+                    Py_INCREF(v);
+                }
+                break;
+            }
+            case K_DATETIME2: {
+                Py_ssize_t n = c->p1;
+                NEED(5 + n);
+                uint64_t raw = be(b + p, 5 + n);
+                p += 5 + n;
+                long us = n ? (long)(raw & (((uint64_t)1 << (8 * n)) - 1)) * FRAC_MULT[n] : 0;
+                int64_t x = (int64_t)(raw >> (8 * n)) - (int64_t)0x8000000000LL;
+                v = NULL;
+                if (x >= 0) {
+                    int64_t ym = x >> 22;
+                    long y = (long)(ym / 13), m = (long)(ym % 13), d = (long)((x >> 17) & 31);
+                    long hh = (long)((x >> 12) & 31), mi = (long)((x >> 6) & 63), ss = (long)(x & 63);
+                    if (valid_date(y, m, d) && hh < 24 && mi < 60 && ss < 60 && us < 1000000)
+                        v = PyDateTime_FromDateAndTime((int)y, (int)m, (int)d, (int)hh, (int)mi, (int)ss,
+                                                       (int)us);
+                    else {
+                        v = Py_None;
+                        Py_INCREF(v);
+                    }
+                } else {
+                    v = Py_None;
+                    Py_INCREF(v);
+                }
+                break;
+            }
+            case K_TIMESTAMP2: {
+                Py_ssize_t n = c->p1;
+                NEED(4 + n);
+                uint64_t raw = be(b + p, 4 + n);
+                p += 4 + n;
+                if (raw == 0) {
+                    v = Py_None;
+                    Py_INCREF(v);
+                    break;
+                }
+                int64_t secs = (int64_t)(raw >> (8 * n));
+                int64_t us = n ? (int64_t)(raw & (((uint64_t)1 << (8 * n)) - 1)) * FRAC_MULT[n] : 0;
+                secs += us / 1000000;
+                us %= 1000000;
+                int64_t days = secs / 86400, sod = secs % 86400;
+                long y, m, d;
+                civil(days, &y, &m, &d);
+                v = PyDateTimeAPI->DateTime_FromDateAndTime(
+                    (int)y, (int)m, (int)d, (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60),
+                    (int)us, PyDateTime_TimeZone_UTC, PyDateTimeAPI->DateTimeType);
+                break;
+            }
+            case K_TIME2: {
+                Py_ssize_t n = c->p1;
+                NEED(3 + n);
+                int64_t raw = (int64_t)be(b + p, 3 + n);
+                p += 3 + n;
+                int64_t val = raw - ((int64_t)0x800000 << (8 * n));
+                int64_t a = val < 0 ? -val : val;
+                int64_t frac = n ? (a & (((int64_t)1 << (8 * n)) - 1)) * FRAC_MULT[n] : 0;
+                int64_t hms = a >> (8 * n);
+                int64_t total = ((((hms >> 12) & 0x3FF) * 60 + ((hms >> 6) & 63)) * 60 + (hms & 63)) *
+                                    1000000LL + frac;
+                if (val < 0) total = -total;
+                int64_t secs = total >= 0 ? total / 1000000 : -((-total + 999999) / 1000000);
+                int64_t rem_us = total - secs * 1000000;
+                int64_t days = secs >= 0 ? secs / 86400 : -((-secs + 86399) / 86400);
+                int64_t rem_s = secs - days * 86400;
+                v = PyDelta_FromDSU((int)days, (int)rem_s, (int)rem_us);
+                break;
+            }
+            case K_DECIMAL:
+                NEED(c->size);
+                v = read_decimal(c, b + p);
+                p += c->size;
+                break;
+            case K_ENUM: {
+                NEED(c->p1);
+                uint64_t x = le(b + p, c->p1);
+                p += c->p1;
+                if (c->obj == Py_None) {
+                    v = PyLong_FromUnsignedLongLong(x);
+                } else if (x == 0) {
+                    v = EmptyStr;
+                    Py_INCREF(v);
+                } else if (x > (uint64_t)c->nlabels) {
+                    v = NULL;
+                } else {
+                    v = PyTuple_GET_ITEM(c->obj, (Py_ssize_t)x - 1);
+                    Py_INCREF(v);
+                }
+                break;
+            }
+            case K_SET: {
+                NEED(c->p1);
+                uint64_t x = le(b + p, c->p1);
+                p += c->p1;
+                v = read_set(c, x);
+                break;
+            }
+            default: { /* K_READER */
+                PyObject *pos = PyLong_FromSsize_t(p);
+                if (pos == NULL) goto bail;
+                PyObject *res = PyObject_CallFunctionObjArgs(c->obj, body, pos, NULL);
+                Py_DECREF(pos);
+                if (res == NULL) goto bail;
+                if (!PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2) {
+                    Py_DECREF(res);
+                    goto bail;
+                }
+                Py_ssize_t np = PyLong_AsSsize_t(PyTuple_GET_ITEM(res, 1));
+                if (np < p || np > end) { /* includes the -1 of a conversion error */
+                    Py_DECREF(res);
+                    goto bail;
+                }
+                p = np;
+                v = PyTuple_GET_ITEM(res, 0);
+                Py_INCREF(v);
+                Py_DECREF(res);
+                break;
+            }
+            }
+            if (v == NULL) goto bail;
+        }
+        int rc = PyDict_SetItem(row, PyTuple_GET_ITEM(plan->names, i), v);
+        Py_DECREF(v);
+        if (rc < 0) goto bail;
+    }
+#undef NEED
+    *pp = p;
+    return row;
+bail:
+    Py_DECREF(row);
+    return NULL;
+}
+
+static int bounds(PyObject *body, Py_ssize_t pos, Py_ssize_t end) {
+    return PyBytes_CheckExact(body) && pos >= 0 && pos <= end && end <= PyBytes_GET_SIZE(body);
+}
+
+static PyObject *bail_out(PyObject *list) {
+    Py_XDECREF(list);
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyObject *decode_rows(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyObject_TypeCheck(args[0], &PlanType)) {
+        PyErr_SetString(PyExc_TypeError, "decode_rows(plan, body, pos, end)");
+        return NULL;
+    }
+    const Plan *plan = (const Plan *)args[0];
+    PyObject *body = args[1];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]), end = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (!bounds(body, pos, end)) Py_RETURN_NONE;
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(body);
+    PyObject *rows = PyList_New(0);
+    if (rows == NULL) return NULL;
+    while (pos < end) {
+        PyObject *row = decode_row(plan, body, b, &pos, end);
+        if (row == NULL) return bail_out(rows);
+        int rc = PyList_Append(rows, row);
+        Py_DECREF(row);
+        if (rc < 0) return bail_out(rows);
+    }
+    return rows;
+}
+
+static PyObject *decode_pairs(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyObject_TypeCheck(args[0], &PlanType) || !PyObject_TypeCheck(args[1], &PlanType)) {
+        PyErr_SetString(PyExc_TypeError, "decode_pairs(before_plan, after_plan, body, pos, end)");
+        return NULL;
+    }
+    const Plan *before = (const Plan *)args[0], *after = (const Plan *)args[1];
+    PyObject *body = args[2];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[3]), end = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (!bounds(body, pos, end)) Py_RETURN_NONE;
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(body);
+    PyObject *rows = PyList_New(0);
+    if (rows == NULL) return NULL;
+    while (pos < end) {
+        PyObject *bi = decode_row(before, body, b, &pos, end);
+        if (bi == NULL) return bail_out(rows);
+        PyObject *ai = decode_row(after, body, b, &pos, end);
+        if (ai == NULL) {
+            Py_DECREF(bi);
+            return bail_out(rows);
+        }
+        PyObject *pair = PyTuple_Pack(2, bi, ai);
+        Py_DECREF(bi);
+        Py_DECREF(ai);
+        if (pair == NULL) return bail_out(rows);
+        int rc = PyList_Append(rows, pair);
+        Py_DECREF(pair);
+        if (rc < 0) return bail_out(rows);
+    }
+    return rows;
+}
+
+static PyObject *setup(PyObject *mod, PyObject *decimal_type) {
+    Py_INCREF(decimal_type);
+    Py_XSETREF(DecimalType, decimal_type);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_rows", (PyCFunction)(void (*)(void))decode_rows, METH_FASTCALL,
+     "decode_rows(plan, body, pos, end) -> list of row dicts, or None (decode with Python instead)"},
+    {"decode_pairs", (PyCFunction)(void (*)(void))decode_pairs, METH_FASTCALL,
+     "decode_pairs(before, after, body, pos, end) -> list of (before, after) dicts, or None"},
+    {"setup", setup, METH_O, "setup(Decimal): the Decimal type to build DECIMAL values with"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_rowdecode", "C fast path of the row decoder (see values.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__rowdecode(void) {
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) return NULL;
+    if (PyType_Ready(&PlanType) < 0) return NULL;
+    EmptyStr = PyUnicode_FromString("");
+    Comma = PyUnicode_FromString(",");
+    if (EmptyStr == NULL || Comma == NULL) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    Py_INCREF(&PlanType);
+    if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0) {
+        Py_DECREF(&PlanType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
