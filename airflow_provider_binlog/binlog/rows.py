@@ -41,6 +41,7 @@ from airflow_provider_binlog.binlog.errors import DecodeError
 from airflow_provider_binlog.binlog.event import DecodeContext, register
 from airflow_provider_binlog.binlog.reader import Reader
 from airflow_provider_binlog.binlog.table_map import TableMapEvent
+from airflow_provider_binlog.binlog.values import empty_image
 from airflow_provider_binlog.errors import BinlogCdcError
 
 E = EventType
@@ -205,8 +206,11 @@ class RowsEvent:
         out = []
         try:
             while pos < end:
+                start = pos
                 b, pos = before(body, pos)
                 a, pos = after(body, pos)
+                if pos == start:
+                    raise empty_image(f"{tm.schema}.{tm.table}", pos, end)
                 out.append((b, a))
         except DecodeError as e:
             raise dec._named(e) from None
@@ -225,7 +229,7 @@ def _partial_updates(
     out = []
     try:
         while pos < end:
-            b, pos = before(body, pos)
+            b, pos = before(body, pos)  # an UPDATE after image always has the options field
             r = Reader(body, pos, end)
             options = r.packed_int()
             if options & PARTIAL_JSON_UPDATES:

@@ -532,6 +532,14 @@ def _one_column(g: _Gen, col: ColumnDef, i: int, bit: int, json_bit: int | None)
     return lines + [f"    {s}" for s in stmts]
 
 
+def empty_image(table: str, pos: int, end: int) -> DecodeError:
+    """A row image of no bytes (no column present) with bytes left: the loop would never end."""
+    return DecodeError(
+        f"{table}: a row image at {pos} has no columns present but the event has {end - pos} more "
+        "bytes (corrupted columns-present bitmap)"
+    )
+
+
 def _fail(c: int, e: Exception) -> DecodeError:
     if c < 0:
         return DecodeError(f"row image truncated before its null bitmap ({type(e).__name__})")
@@ -649,7 +657,10 @@ class RowDecoder:
         append = rows.append
         try:
             while pos < end:
-                row, pos = fn(body, pos)
+                row, after = fn(body, pos)
+                if after == pos:
+                    raise empty_image(self.schema.qualified_name, pos, end)
+                pos = after
                 append(row)
         except DecodeError as e:
             raise self._named(e) from None
