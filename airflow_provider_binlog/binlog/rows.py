@@ -130,6 +130,11 @@ class RowsEvent:
         return decode_rows_body(ctx.header.type_code, buf, ctx)
 
     @property
+    def rows_bytes(self) -> int:
+        """Bytes of row data in the event (all row images together)."""
+        return len(self._body) - self._rows_at
+
+    @property
     def kind(self) -> str:
         """``"insert"``, ``"update"`` or ``"delete"``."""
         c = self.type_code

@@ -92,7 +92,7 @@ from airflow_provider_binlog.canal.meta.base import MetaManager, Version
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition, PositionRange
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint, StartSpec, resolve_start, side_client
-from airflow_provider_binlog.canal.store import Batch, EventStore, StoreResetError
+from airflow_provider_binlog.canal.store import Batch, EventStore, StoreResetError, row_size
 from airflow_provider_binlog.canal.unreadable import FileGapCheck, check_rotate, skip_unknown, unreadable
 from airflow_provider_binlog.errors import ConfigurationError
 
@@ -645,18 +645,18 @@ class CanalInstance:
             self._stream = None
             stream.close()
 
-    def _put(self, entries: list[Entry], generation: int) -> None:
+    def _put(self, entries: list[Entry], generation: int, size_each: int | None = None) -> None:
+        if not entries:
+            return
         skip = self._skip_through
         last = self._last_put
-        keep = []
-        for e in entries:
-            k = tuple(e.order_key)
-            if (skip is not None and k <= skip) or (last is not None and k <= last):
-                continue
-            keep.append(e)
+        seen = max(skip, last) if skip is not None and last is not None else skip if last is None else last
+        keep = entries
+        if seen is not None and tuple(entries[0].order_key) <= seen:  # re-read after a reconnect
+            keep = [e for e in entries if tuple(e.order_key) > seen]
         if not keep:
             return
-        self.store.put(keep, generation=generation)
+        self.store.put(keep, generation=generation, size_each=size_each)
         with self._lock:
             if not self._restart.is_set():
                 self._last_put = tuple(keep[-1].order_key)  # type: ignore[assignment]
@@ -861,4 +861,13 @@ class CanalInstance:
                     ts,
                 )
             )
-        self._put(out, generation)
+        if not out:
+            return
+        first = out[0]
+        assert isinstance(first, RowChange)
+        size_each = row_size(
+            len(first.before or ()) + len(first.after or ()),
+            (first.before is not None) + (first.after is not None),
+            body.rows_bytes // len(out),
+        )
+        self._put(out, generation, size_each)

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_binlog.canal.change import TransactionEnd
 from airflow_provider_binlog.canal.errors import BatchOrderError, StoreClosedError
-from airflow_provider_binlog.canal.store import EventStore, StoreResetError, estimate_size
+from airflow_provider_binlog.canal.store import EventStore, StoreResetError, estimate_size, row_size
 
 from .helpers import ddl, end, row, transactions
 
@@ -329,3 +329,26 @@ def test_only_the_last_entry_of_a_multi_table_ddl_is_an_ack_point() -> None:
     split = store.get_without_ack(3)
     assert split.ack_point is not None and split.ack_point.position.pos == 1020  # not the DROP of "a"
     assert store.get_without_ack(1).ack_point is second
+
+
+def test_rows_of_one_event_put_with_one_size_behave_like_single_puts() -> None:
+    """``put(rows, size_each=s)`` (the instance's path: one estimate per rows event) appends at
+    once when everything fits, and otherwise waits entry by entry exactly as single puts do."""
+    rows = [row(i) for i in range(10)]
+    assert row_size(2, 1, len("x")) == estimate_size(row(0))  # the same estimate, from counts
+    each = row_size(2, 1, 30)
+    store = EventStore(max_entries=100, max_bytes=10 * each)
+    assert store.put(rows, size_each=each) == 10
+    assert store.used_bytes == 10 * each and store.peak_entries == 10
+    batch = store.get_without_ack(4)
+    assert list(batch) == rows[:4] and batch.size == 4 * each
+
+    store = EventStore(max_entries=100, max_bytes=3 * each)  # room for 3 of 10
+    assert store.put(rows, timeout=0.05, size_each=each) == 3
+    assert store.put(rows[3:], timeout=0.05, size_each=each) == 0
+    assert list(store.get_without_ack(10)) == rows[:3]
+
+    store = EventStore(max_entries=5, max_bytes=1 << 30)  # room for 5 entries
+    assert store.put(rows, timeout=0.05, size_each=each) == 5
+    store = EventStore(max_entries=100, max_bytes=each // 2)  # an empty store takes one oversized entry
+    assert store.put(rows, timeout=0.05, size_each=each) == 1
