@@ -14,7 +14,7 @@ from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import jars
-from airflow_provider_binlog.lake.ddl import partition_field
+from airflow_provider_binlog.lake.ddl import new_table_properties, partition_field
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
 from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
@@ -124,6 +124,17 @@ def test_partition_fields_are_quoted() -> None:
     for bad in ("bucket(x, id)", "drop table(id)", "dot.ted"):
         with pytest.raises(LakeError):
             partition_field(bad)
+
+
+def test_new_table_properties_defaults_and_overrides() -> None:
+    mor = {f"write.{k}.mode": "merge-on-read" for k in ("merge", "update", "delete")}
+    assert new_table_properties("merge-on-read", None) == {"format-version": "3", **mor}
+    assert new_table_properties(None, None) == {"format-version": "3"}
+    # what earlier versions created
+    assert new_table_properties("merge-on-read", {"format-version": "2"}) == {"format-version": "2", **mor}
+    own = new_table_properties("copy-on-write", {"write.delete.mode": "merge-on-read", "x": "y"})
+    assert own["write.merge.mode"] == "copy-on-write" and own["write.delete.mode"] == "merge-on-read"
+    assert own["x"] == "y"
 
 
 def test_staging_writes_typed_parquet_in_chunks(tmp_path: Path) -> None:
