@@ -191,6 +191,8 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
     assert conf["spark.sql.catalog.lake.type"] == "hadoop"
     assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
+    java = conf["spark.driver.extraJavaOptions"].split()
+    assert "-XX:TieredStopAtLevel=1" in java and "-XX:+UseParallelGC" in java
     assert (
         "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
         and jars.SHADED_JACKSON_NAME in conf["spark.jars"]
@@ -215,6 +217,8 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.sql.catalog.cat.type"] == "rest" and "spark.sql.catalog.cat.warehouse" not in conf
     assert conf["spark.sql.extensions"] == f"com.example.Ext,{ICEBERG_EXTENSIONS}"
     assert "spark.ui.enabled" not in conf
+    assert "TieredStopAtLevel" not in conf["spark.driver.extraJavaOptions"]  # a cluster's driver
+    assert "UseParallelGC" not in conf["spark.driver.extraJavaOptions"]
 
 
 def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
