@@ -17,6 +17,38 @@ staged side built from Arrow in memory (``PythonSQLUtils.toDataFrame``: a local 
 of Parquet. ``--jit`` instead compares static JVM options (the C2 JIT on or off) over a whole run,
 session start included, in fresh processes alternately.
 
+Measured 2026-11-22 (2 cores shared with other jobs, load 2-7: compare CPU seconds more than wall;
+differences under ~15% did not hold from one run to the next). JVM CPU seconds of merges 1..5 into
+one table, median of the rounds; ``base`` = the defaults before (format-version 2, merge-on-read).
+Run 1: 2 rounds of 20 variants; run 2: 3 rounds of 8.
+
+=======================================  ===  ========================  ============
+variant                                  run  merges 1..5 (JVM CPU s)   sum 5 merges
+=======================================  ===  ========================  ============
+base (v2, position delete files)         1    2.1 2.5 2.7 3.4 3.3       14.1
+format-version 3 (deletion vectors)      1    2.2 2.2 2.0 2.1 2.2       10.7
+v3 + distribution-mode none              1    1.8 2.1 1.8 1.8 1.8       9.2
+v2 + distribution-mode none              1    2.3 3.0 4.0 4.7 5.4       19.2
+v2 delete granularity partition / file   1                              12.1 / 14.0
+v2 broadcast threshold 64 MB / off       1                              13.6 / 13.9
+v2 shuffle partitions 2 / 4, AQE off     1                              15.6 / 16.0, 15.2
+v2 copy-on-write                         1    5.5 3.7 3.3 3.6 3.3       19.4
+v2 staged side from Arrow in memory      1    4.8 5.2 5.4 5.7 6.3       27.4
+v2 snappy / uncompressed / zstd level 1  1                              14.3 / 15.6 / 14.5
+v2 write.delete.mode copy-on-write       1                              12.5
+v2 + rewrite_position_delete_files       1    (4.1 s of its own after merge 3; merges 4-5 no faster)
+base (v2, position delete files)         2    2.5 2.7 3.1 3.3 3.8       15.3
+format-version 3 (deletion vectors)      2    1.9 2.5 2.4 2.2 2.4       11.4
+v3 + distribution-mode none              2    2.2 2.2 2.3 2.0 2.4       11.0
+v3 + none + shuffle partitions 2 / 4     2                              9.7 / 10.6
+v3 + none + broadcast threshold 64 MB    2                              10.2
+v3 + none + AQE off / snappy             2                              12.2 / 10.6
+=======================================  ===  ========================  ============
+
+A head-to-head rerun (4 rounds, 3 merges): v3 7.3, v3 + none 7.2, v3 + 2 / 4 shuffle partitions
+6.4 / 6.4 JVM CPU s. Whole runs (``--jit``: session start, a 130k-row table, 5 merges into v3):
+C1 only 35.3 s JVM CPU, C1+C2 62.3 s; with C1 only, G1 37.2 s, ParallelGC 34.5 s, SerialGC 33.8 s.
+
     PYTHONPATH=. .venv/bin/python -u bench/merge_variants.py --rounds 2
     PYTHONPATH=. .venv/bin/python -u bench/merge_variants.py --variants base,dist-none --merges 5
     PYTHONPATH=. .venv/bin/python -u bench/merge_variants.py --jit --rounds 3
