@@ -85,8 +85,9 @@ class TargetOptions:
     :param write_mode: ``merge-on-read`` (default: a MERGE writes the changed rows and delete files,
         its cost follows the change, not the table) or ``copy-on-write`` (rewrites the data files it
         touches, all of an unpartitioned table, for faster reads); set at creation. Merge-on-read
-        tables need Iceberg's ``rewrite_data_files`` / ``rewrite_position_delete_files`` from time
-        to time, as delete files accumulate.
+        tables need Iceberg's ``rewrite_data_files`` from time to time, as every MERGE adds data
+        files and deletion vectors (``format-version`` 2 tables: position delete files, which
+        ``rewrite_position_delete_files`` compacts). See :mod:`.ddl` for the table properties.
     :param table_properties: more Iceberg table properties at creation.
     :param types: type-mapping choices.
     :param count_changes: make ``inserted``/``updated``/``deleted`` the lake's own counts (rows the

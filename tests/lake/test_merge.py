@@ -71,8 +71,10 @@ def _assert_equal(spark: Any, target: str, src: SourceTable, where: str = "") ->
             30,
         ),
         (3, TargetOptions(soft_delete=True, metadata_columns=True, count_changes=False), 1000),
+        # the format of tables created by earlier versions
+        (4, TargetOptions(table_properties={"format-version": "2"}), 1000),
     ],
-    ids=["cow", "mor-partitioned-meta-chunked", "soft-delete"],
+    ids=["cow", "mor-partitioned-meta-chunked", "soft-delete", "mor-v2"],
 )
 def test_model_check(spark: Any, seed: int, options: TargetOptions, max_rows: int) -> None:
     """Random inserts, updates (with key changes), deletes, truncates and ADD COLUMN, merged in random
@@ -151,6 +153,31 @@ def test_reapplying_a_committed_batch_is_a_no_op(spark: Any) -> None:
     assert rows == {0: "x0", 1: "y", 3: "x3", 4: "x4"}
     # another destination's mark is separate
     assert commits.read_mark(spark, target, "other") is None
+
+
+def test_deletes_are_deletion_vectors_committed_with_the_mark(spark: Any) -> None:
+    """A default table is v3: a MERGE's deletes are deletion vectors, in the commit carrying the mark."""
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    first: list[Entry] = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(6)]
+    merge_batch(spark, "dest", {"db.t": target}, first, _end(first))
+    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+    assert props["format-version"] == "3" and props["write.merge.mode"] == "merge-on-read"
+    for round_ in range(2):  # the second MERGE replaces the first one's vector of the same data file
+        batch: list[Entry] = [
+            _row(schema, Op.UPDATE, 10 * round_ + 10, {"id": round_, "v": "?"}, {"id": round_, "v": "y"}),
+            _row(schema, Op.DELETE, 10 * round_ + 11, {"id": 4 + round_, "v": "?"}, None),
+        ]
+        merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))
+        summary = spark.sql(
+            f"SELECT summary FROM {target}.snapshots ORDER BY committed_at DESC LIMIT 1"
+        ).collect()[0][0]
+        assert summary[commits.ORDER_KEY] == commits.format_order_key(batch[-1].order_key)
+        assert int(summary.get("added-dvs", 0)) >= 1 and summary.get("added-records") == "1", summary
+    assert {r[0]: r[1] for r in spark.table(target).collect()} == {0: "y", 1: "y", 2: "x2", 3: "x3"}
+    deletes = spark.sql(f"SELECT file_format, record_count FROM {target}.delete_files").collect()
+    assert {r[0] for r in deletes} == {"PUFFIN"}  # vectors, not position delete files
+    assert sum(r[1] for r in deletes) == 4  # the first load's ids 0, 1, 4 and 5, each once
 
 
 @pytest.mark.parametrize("count_changes", [True, False])

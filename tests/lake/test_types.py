@@ -14,7 +14,7 @@ from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import jars
-from airflow_provider_binlog.lake.ddl import partition_field
+from airflow_provider_binlog.lake.ddl import new_table_properties, partition_field
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
 from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
@@ -126,6 +126,17 @@ def test_partition_fields_are_quoted() -> None:
             partition_field(bad)
 
 
+def test_new_table_properties_defaults_and_overrides() -> None:
+    mor = {f"write.{k}.mode": "merge-on-read" for k in ("merge", "update", "delete")}
+    assert new_table_properties("merge-on-read", None) == {"format-version": "3", **mor}
+    assert new_table_properties(None, None) == {"format-version": "3"}
+    # what earlier versions created
+    assert new_table_properties("merge-on-read", {"format-version": "2"}) == {"format-version": "2", **mor}
+    own = new_table_properties("copy-on-write", {"write.delete.mode": "merge-on-read", "x": "y"})
+    assert own["write.merge.mode"] == "copy-on-write" and own["write.delete.mode"] == "merge-on-read"
+    assert own["x"] == "y"
+
+
 def test_staging_writes_typed_parquet_in_chunks(tmp_path: Path) -> None:
     cols = [
         LakeColumn("id", map_column(ColumnDef("id", T.LONGLONG, unsigned=True))),
@@ -180,6 +191,8 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
     assert conf["spark.sql.catalog.lake.type"] == "hadoop"
     assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
+    java = conf["spark.driver.extraJavaOptions"].split()
+    assert "-XX:TieredStopAtLevel=1" in java and "-XX:+UseParallelGC" in java
     assert (
         "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
         and jars.SHADED_JACKSON_NAME in conf["spark.jars"]
@@ -204,6 +217,8 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.sql.catalog.cat.type"] == "rest" and "spark.sql.catalog.cat.warehouse" not in conf
     assert conf["spark.sql.extensions"] == f"com.example.Ext,{ICEBERG_EXTENSIONS}"
     assert "spark.ui.enabled" not in conf
+    assert "TieredStopAtLevel" not in conf["spark.driver.extraJavaOptions"]  # a cluster's driver
+    assert "UseParallelGC" not in conf["spark.driver.extraJavaOptions"]
 
 
 def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
