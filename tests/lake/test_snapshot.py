@@ -315,9 +315,14 @@ def test_cli_snapshot_waits_for_the_running_node_then_names_its_holder(
         "--password-env", "SNAP_PASSWORD", "--destination", "held", "--zookeeper",
         zookeeper.hosts + zk_chroot, "--running-timeout", "0.5", "--tables", "a.b=lake.a.b",
     ]  # fmt: skip
+    client_node = "/otter/canal/destinations/held/1001"
     with RunningNode(zk_client, ClientIdentity("held", 1001), label="dags/load/try-3") as node:
         node.acquire()
+        _, epoch = zk_client.get(f"{client_node}/provider/epoch")  # the holder's fencing token
         assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert "being consumed by" in err and "dags/load/try-3" in err and "waited 0.5s" in err, err
-    assert zk_client.get_children("/otter/canal/destinations/held/1001") == []  # nothing written
+    # nothing written: no cursor, marks or snapshot records, and the holder's epoch untouched
+    assert zk_client.get_children(client_node) == ["provider"]
+    assert zk_client.get_children(f"{client_node}/provider") == ["epoch"]
+    assert zk_client.get(f"{client_node}/provider/epoch")[1].version == epoch.version
