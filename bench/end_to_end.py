@@ -35,33 +35,30 @@ and ``--count-changes`` options compare against the non-default ``TargetOptions`
     .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
     .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
 
-Measured 2026-11-21 23:39 UTC, 2 cores shared with other jobs (load average 6.3-9.5 during the
-run: wall times are inflated by CPU starvation; the CPU seconds are the steadier figures). 1M
+Measured 2026-11-22 02:53 UTC, 2 cores, otherwise idle (load average 0.2 at the start). 1M
 changes, ``local[2]``, file meta store, product defaults (batch 5,000, 200k rows per commit,
-merge-on-read, counts as the source reported them), tables of 100k rows each growing to ~133k:
+merge-on-read format-version 3 tables, the C row decoder, counts as the source reported them),
+tables of 100k rows each growing to ~133k:
 
-* end to end 1,000,000 changes in 168.7 s = **5,927 changes/s** (target 50k/s: missed by 8.4x);
-  operator CPU 45.3 s (parser thread 28.7 s = 34.9k changes per CPU-second), Spark JVM CPU 64.5 s;
-* main thread wall: Spark start 0.3 s (it starts in the committer thread while the first chunk is
-  read), waiting for the parser 72 s, buffering 0.3 s, waiting for a commit 57 s, acks 2 s;
-  committer thread: collapse 7 s, Arrow/Parquet staging 10 s, Spark 134 s for 6 commits;
-* peak RSS: operator process 493 MB (under the 1 GB target), Spark JVM 711 MB;
-* parse only, same range: ours 14,464 changes/s vs python-mysql-replication 2,622 changes/s = 5.5x
+* end to end 1,000,000 changes in 56.7 s = **17,633 changes/s** (target 50k/s: missed by 2.8x);
+  operator CPU 27.3 s (parser thread 13.5 s = 74.0k changes per CPU-second), Spark JVM CPU 49.4 s;
+* main thread wall: Spark start 0.7 s, waiting for the parser 21.0 s, buffering 0.3 s, waiting for
+  a commit 24.8 s, acks 0.6 s; committer thread: collapse 3.3 s, Arrow/Parquet staging 4.9 s,
+  Spark 41.5 s for 7 commits;
+* peak RSS: operator process 518 MB (under the 1 GB target), Spark JVM 819 MB;
+* parse only, same range: ours 56,141 changes/s vs python-mysql-replication 9,328 changes/s = 6.0x
   (it counted 1,000,030 rows: it re-reads some events after a reconnect; ours exactly 1,000,000);
 * lake == source for all 3 tables (133,018 / 134,907 / 132,075 rows).
 
-The run before these changes (same command, load 11-19): 1,746 changes/s, operator CPU 73.4 s,
-Spark JVM CPU 114.4 s, commits 391 s of 573 s. What changed: no counting join per MERGE,
-merge-on-read tables, the quick JIT only (``-XX:TieredStopAtLevel=1``) for a local driver, Spark
-started in the background, each chunk's MERGE overlapping the reading of the next chunk (the store
-releases a chunk's batches once staged; they are acked after the commit), buffering ~0.3 us per
-change (was ~17 us), decoder values handed to Arrow unconverted where that is exact.
+Before (2026-11-21 23:39, load average 6.3-9.5): 5,927 changes/s, operator CPU 45.3 s (parser
+thread 28.7 s), Spark JVM 64.5 s. What changed: the C row decoder, one size estimate and one
+locked append per rows event in the store, format-version 3 tables (deletion vectors keep
+consecutive MERGEs from getting dearer), ParallelGC for the local driver.
 
-Why 50k/s is not reached: 20 s per million changes is less than the parser thread's own CPU
-(28.7 s, one core under the GIL); the whole run needs ~110 CPU-seconds, so 2 cores bound it at
-~18k changes/s even idle. Next: a row decoder outside the GIL (C/Rust, or parser processes per
-table), staging from decoded columns instead of per-row dicts, and a warm Spark (Connect or a
-long-lived cluster) so a run pays no JVM start or JIT.
+Why 50k/s is not reached: 20 s per million changes on 2 cores is 40 CPU-seconds, and the Spark JVM
+alone needs ~49 for its start and the MERGEs. Next: fewer, larger MERGEs (less memory per buffered
+change first), a warm Spark (Connect or a long-lived cluster) so a run pays no JVM start or JIT,
+staging from decoded columns instead of per-row dicts.
 """
 
 from __future__ import annotations
