@@ -46,12 +46,12 @@ FAILPOINTS = ("drain", "before_commit", "merge_table", "after_commit", "ack", "a
 # how many hits a failpoint typically gets in one kill-phase run (batches of BATCH_SIZE, commits of
 # COMMIT_ROWS, 2 targets): the n-th hit is drawn from 1..this
 _TYPICAL_HITS = {
-    "drain": 12,
-    "before_commit": 3,
-    "merge_table": 5,
-    "after_commit": 3,
-    "ack": 12,
-    "after_ack": 3,
+    "drain": 8,
+    "before_commit": 2,
+    "merge_table": 4,
+    "after_commit": 2,
+    "ack": 8,
+    "after_ack": 2,
 }
 BATCH_SIZE = 20
 COMMIT_ROWS = 100
