@@ -2,14 +2,15 @@
 
 Per target table, for the entries of a batch not yet in the table (see :mod:`.commits`):
 
-1. entries are ordered by their :class:`~airflow_provider_binlog.canal.change.OrderKey` and cut into
-   pieces at every TRUNCATE (in hard-delete mode everything before the last TRUNCATE is dropped: the
-   TRUNCATE would erase it);
+1. entries arrive in the order of their :class:`~airflow_provider_binlog.canal.change.OrderKey` and are
+   folded as they arrive (:mod:`.collapse`): pieces cut at every TRUNCATE (in hard-delete mode
+   everything before the last TRUNCATE is dropped: the TRUNCATE would erase it), each piece holding
+   the last change per key (a key change is a delete of the old key plus an upsert of the new), so
+   a chunk's memory follows the keys it touches, not the changes read;
 2. the table is created on first use with the mapped schema (:mod:`.types`), new source columns are
    added and allowed widenings applied; anything else stops with :class:`SchemaEvolutionError`;
-3. each piece of row changes collapses to the last change per key (a key change is a delete of the
-   old key plus an upsert of the new), is staged as Parquet (:mod:`.staging`) and applied by one
-   ``MERGE INTO`` (delete / update / insert); a TRUNCATE piece empties the table;
+3. each piece is staged as Parquet (:mod:`.staging`) and applied by one ``MERGE INTO``
+   (delete / update / insert); a TRUNCATE piece empties the table;
 4. every commit carries the destination and the position of its last entry as snapshot properties.
 
 Target columns added by options: ``_cdc_op`` (insert/update/delete/truncate), ``_cdc_ts`` (commit
@@ -30,9 +31,9 @@ import functools
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
@@ -40,7 +41,7 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, OrderKey, RowChange
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import commits, ddl
-from airflow_provider_binlog.lake.collapse import collapse, split_at_truncates
+from airflow_provider_binlog.lake.collapse import Meta, Piece, fold
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import sql_string
 from airflow_provider_binlog.lake.errors import (
@@ -51,7 +52,7 @@ from airflow_provider_binlog.lake.errors import (
 )
 from airflow_provider_binlog.lake.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
-from airflow_provider_binlog.lake.staging import StagingArea
+from airflow_provider_binlog.lake.staging import DEFAULT_CHUNK_ROWS, StagingArea
 from airflow_provider_binlog.lake.types import (
     BOOLEAN,
     STRING,
@@ -148,6 +149,8 @@ def _utc_from_epoch(ts: int) -> datetime.datetime:
 
 
 _NO_LIST: list[Entry] = []  # a sentinel: "this source was not looked up yet"
+_ORDER = attrgetter("order_key")
+_LOOSE_MAX = 4096  # entries ``add`` collects before folding them
 
 _Step = tuple["Callable[[], None] | None", "CommittedMark | None"]
 """A prepared statement of one target (``None``: nothing to run) and the mark it leaves (if any)."""
@@ -157,18 +160,41 @@ def _entry_schema(entry: Entry) -> TableSchema | None:
     return entry.table_schema if isinstance(entry, RowChange | DdlEntry) else None
 
 
+@dataclass(eq=False, slots=True)
+class _Pending:
+    """What one target holds for its next commit: the entries the lake lacks, folded on arrival.
+
+    :param mark: the target's committed mark when the chunk began (entries it covers are skipped).
+    :param rows: every entry, for an append-only target (``None`` otherwise).
+    :param error: why this target's part of the chunk cannot be merged (raised by the commit).
+    """
+
+    opts: TargetOptions
+    mark: CommittedMark | None
+    rows: list[Entry] | None = None
+    schemas: dict[int, TableSchema] = field(default_factory=dict)
+    pieces: list[Piece | DdlEntry] = field(default_factory=list)
+    first: Entry | None = None
+    last: Entry | None = None
+    skipped: int = 0
+    error: LakeError | None = None
+
+
 class ChangeMerger:
     """Merges change entries of one destination into Iceberg tables.
 
-    Feed entries with :meth:`add` (or a whole batch with :meth:`merge`); when ``max_rows`` row changes
-    are buffered they are committed as a chunk, so memory stays bounded however large the drain.
-    :meth:`finish` commits the rest with the batch's end position and returns the counts.
+    Feed entries in commit order with :meth:`add` or :meth:`add_many` (or a whole batch with
+    :meth:`merge`). They are folded as they arrive (the last change per key, see :mod:`.collapse`),
+    and once ``max_rows`` row images are held they are committed as a chunk, so memory stays
+    bounded by the keys a chunk touches however large the drain. :meth:`finish` commits the rest
+    with the batch's end position and returns the counts.
 
     A caller that keeps adding while a chunk commits (the operator: the next chunk is read while
     Spark merges) uses :meth:`take` and :meth:`commit` instead, the commit in one other thread at
     a time; ``max_rows`` must then be out of reach, since an automatic flush would race the commit.
-    A commit first stages every target's changes (collapse, Arrow, Parquet), then tells the caller
-    (``staged``) that the entries are no longer needed, then runs the Spark statements.
+    The entries themselves are not kept (only the images a chunk needs), so a caller may drop them
+    as soon as :meth:`add_many` returned. A commit first stages every target's rows (Arrow,
+    Parquet), then calls ``staged``, then runs the Spark statements.
 
     :param spark: a session from :func:`..session.create_session`.
     :param destination: the destination whose changes these are (written into every commit).
@@ -176,7 +202,7 @@ class ChangeMerger:
         dots or backticks in backticks). Entries of other tables are ignored.
     :param options: one :class:`TargetOptions` for all targets, or a mapping by target name.
     :param staging_root: where Parquet is staged (must be readable by executors); a temp dir if ``None``.
-    :param max_rows: row changes buffered before a chunk commit.
+    :param max_rows: row images held (see :attr:`held`) before a chunk commit.
     """
 
     def __init__(
@@ -200,8 +226,9 @@ class ChangeMerger:
         self._options = options
         self.staging = StagingArea(staging_root)
         self.max_rows = max_rows
-        self._buffers: dict[str, list[Entry]] = {}
-        self._buffered = 0
+        self._pending: dict[str, _Pending] = {}
+        self._loose: list[Entry] = []  # what ``add`` took and did not fold yet
+        self._held = 0
         self._marks: dict[str, CommittedMark | None] = {}
         self._ensured: dict[str, tuple[tuple[str, str], ...]] = {}
         self._existing: set[str] = set()
@@ -209,9 +236,9 @@ class ChangeMerger:
         self._staged: list[tuple[str, str]] = []  # (temp view, staged directory) not dropped yet
         self._unrouted: set[tuple[str, str]] = set()  # sources ``add_many``'s resolver has no route for
         self.timings: dict[str, float] = {"collapse": 0.0, "stage": 0.0, "spark": 0.0}
-        """Seconds spent in commits so far: ``collapse`` (ordering, last change per key), ``stage``
-        (row tuples -> Arrow -> Parquet), ``spark`` (the rest: reading the staged file, counting,
-        MERGE/INSERT, table DDL and marks)."""
+        """Seconds so far: ``collapse`` (folding entries as they are added: skipping what the lake
+        has, the last change per key), and in commits ``stage`` (row tuples -> Arrow -> Parquet) and
+        ``spark`` (the rest: reading the staged file, counting, MERGE/INSERT, table DDL and marks)."""
 
     # ---- public API -------------------------------------------------------------------------------
 
@@ -240,34 +267,36 @@ class ChangeMerger:
                 return value
         return TargetOptions()
 
+    @property
+    def held(self) -> int:
+        """Row images held for the next commit: one per key and piece (every change for an
+        append-only target), TRUNCATEs, and entries :meth:`add` took but did not fold yet."""
+        return self._held + len(self._loose)
+
     def add(self, entry: Entry) -> None:
-        """Buffer one entry; commit a chunk when ``max_rows`` row changes are buffered."""
-        if isinstance(entry, RowChange):
-            source = entry.qualified_name
-        elif isinstance(entry, DdlEntry) and entry.table is not None:
-            source = f"{entry.schema}.{entry.table}"
-        else:
-            return
-        target = self.routes.get(source)
-        if target is None:
-            return
-        self._buffers.setdefault(target, []).append(entry)
-        self._buffered += 1
-        if self._buffered >= self.max_rows:
-            self._flush(end_position=None)
+        """Buffer one entry; commit a chunk when ``max_rows`` row images are held."""
+        loose = self._loose
+        loose.append(entry)
+        if len(loose) >= _LOOSE_MAX or self._held + len(loose) >= self.max_rows:
+            self._fold_loose()
+            if self._held >= self.max_rows:
+                self._flush(end_position=None)
 
     def add_many(
         self, entries: Iterable[Entry], resolve: Callable[[str, str], str | None] | None = None
     ) -> int:
         """Buffer entries like :meth:`add` (a chunk is committed after them, not among them); return
-        how many row changes were buffered.
+        how many row changes were routed to a target.
 
         :param resolve: ``(schema, table) -> target or None`` for sources without a route yet (a
             pattern route meeting a table for the first time); asked once per source and merger.
         """
-        buffers, routes = self._buffers, self.routes
+        if self._loose:
+            self._fold_loose()
+        routes = self.routes
         lists: dict[tuple[str, str], list[Entry] | None] = {}  # one route lookup per source and call
-        rows = buffered = 0
+        by_target: dict[str, list[Entry]] = {}
+        rows = 0
         for e in entries:
             if type(e) is RowChange:
                 rows += 1
@@ -287,15 +316,17 @@ class ChangeMerger:
                     else:
                         self.add_route(name, found)
                         target = routes[name]
-                out = None if target is None else buffers.setdefault(target, [])
+                out = None if target is None else by_target.setdefault(target, [])
                 lists[source] = out
             if out is not None:
                 out.append(e)
-                buffered += 1
             elif type(e) is RowChange:
                 rows -= 1
-        self._buffered += buffered
-        if self._buffered >= self.max_rows:
+        t0 = time.perf_counter()
+        for target, taken in by_target.items():
+            self._fold(target, taken)
+        self.timings["collapse"] += time.perf_counter() - t0
+        if self._held >= self.max_rows:
             self._flush(end_position=None)
         return rows
 
@@ -308,22 +339,23 @@ class ChangeMerger:
         counts, self._counts = self._counts, {}
         return {self._display(t): c for t, c in counts.items()}
 
-    def take(self) -> dict[str, list[Entry]]:
+    def take(self) -> dict[str, _Pending]:
         """Hand over everything buffered (per target), for :meth:`commit`; the buffer starts empty."""
-        buffers, self._buffers, self._buffered = self._buffers, {}, 0
-        return buffers
+        if self._loose:
+            self._fold_loose()
+        pending, self._pending, self._held = self._pending, {}, 0
+        return pending
 
     def commit(
         self,
-        buffers: dict[str, list[Entry]],
+        buffers: dict[str, _Pending],
         end_position: BinlogPosition | None,
         staged: Callable[[], None] | None = None,
     ) -> dict[str, TableCounts]:
         """Commit what :meth:`take` returned (and empty ``buffers``); return this commit's counts.
 
         :param end_position: as for :meth:`finish`.
-        :param staged: called once every change is staged, before the first Spark statement (the
-            entries are not referenced by the merger any more: their memory may be released).
+        :param staged: called once every target's rows are staged, before the first Spark statement.
         """
         counts: dict[str, TableCounts] = {}
         self._commit(buffers, end_position, counts, staged)
@@ -332,7 +364,7 @@ class ChangeMerger:
     def merge(
         self, entries: Iterable[Entry], end_position: BinlogPosition | None = None
     ) -> dict[str, TableCounts]:
-        """Apply one batch: :meth:`add` every entry, then :meth:`finish`."""
+        """Apply one batch (in commit order): :meth:`add` every entry, then :meth:`finish`."""
         for entry in entries:
             self.add(entry)
         return self.finish(end_position)
@@ -368,9 +400,109 @@ class ChangeMerger:
     def _flush(self, end_position: BinlogPosition | None) -> None:
         self._commit(self.take(), end_position, self._counts, None)
 
+    def _fold_loose(self) -> None:
+        loose, self._loose = self._loose, []
+        t0 = time.perf_counter()
+        by_target: dict[str, list[Entry]] = {}
+        for e in loose:
+            if type(e) is RowChange:
+                source = e.qualified_name
+            elif type(e) is DdlEntry and e.table is not None:
+                source = f"{e.schema}.{e.table}"
+            else:
+                continue
+            target = self.routes.get(source)
+            if target is not None:
+                by_target.setdefault(target, []).append(e)
+        for target, taken in by_target.items():
+            self._fold(target, taken)
+        self.timings["collapse"] += time.perf_counter() - t0
+
+    def _fold(self, target: str, entries: list[Entry]) -> None:
+        """Fold one target's new entries into its pending chunk."""
+        if not entries:
+            return
+        pending = self._pending.get(target)
+        if pending is None:
+            opts = self.options_for(target)
+            pending = _Pending(opts, self._mark(target), rows=[] if opts.append_only else None)
+            self._pending[target] = pending
+        if pending.error is not None:
+            return  # the commit raises it; nothing folded after it matters
+        entries.sort(key=_ORDER)
+        mark = pending.mark
+        if mark is not None and mark.covers(entries[0].order_key):  # else none is (they are sorted)
+            fresh = [e for e in entries if not mark.covers(e.order_key)]
+            pending.skipped += len(entries) - len(fresh)
+            entries = fresh
+        if not entries:
+            return
+        if pending.last is not None and entries[0].order_key < pending.last.order_key:
+            raise LakeError(
+                f"changes for {self._display(target)} must be added in commit order: {entries[0].position} "
+                f"came after {pending.last.position}"
+            )
+        if pending.first is None:
+            pending.first = entries[0]
+        pending.last = entries[-1]
+        schemas = pending.schemas
+        seen: TableSchema | None = None
+        for e in entries:
+            schema = e.table_schema  # type: ignore[union-attr]
+            if schema is not seen and schema is not None:
+                seen = schema
+                schemas.setdefault(id(schema), schema)
+        if pending.rows is not None:  # append-only: every change is a row
+            pending.rows.extend(entries)
+            self._held += len(entries)
+            return
+        try:
+            self._fold_pieces(target, pending, entries)
+        except LakeError as exc:
+            pending.error = exc
+
+    def _fold_pieces(self, target: str, pending: _Pending, entries: list[Entry]) -> None:
+        """Cut ``entries`` at TRUNCATEs and at key changes and fold the runs of row changes."""
+        opts, pieces, table = pending.opts, pending.pieces, self._display(target)
+        current = pieces[-1] if pieces and isinstance(pieces[-1], Piece) else None
+        run: list[RowChange] = []
+        for e in entries:
+            if type(e) is RowChange:
+                keys = opts.key_columns or e.primary_key
+                if not keys and e.table_schema is not None:
+                    keys = e.table_schema.primary_key
+                if current is None or (keys is not current.keys and tuple(keys) != current.keys):
+                    if run:
+                        assert current is not None
+                        self._held += fold(current, run, table)
+                        run = []
+                    if not keys:
+                        raise MissingKeyError(
+                            f"table {e.qualified_name} (target {table}) has no primary key: give it one, "
+                            "or set target_options TargetOptions(key_columns=(...)) for it, or "
+                            f"TargetOptions(append_only=True) (first change at {e.position})"
+                        )
+                    current = Piece(tuple(keys), opts.metadata_columns)
+                    pieces.append(current)
+                run.append(e)
+            elif type(e) is DdlEntry and e.kind is DdlKind.TRUNCATE:
+                if run:
+                    assert current is not None
+                    self._held += fold(current, run, table)
+                    run = []
+                if not opts.soft_delete:  # the TRUNCATE erases what came before it
+                    self._held -= sum(len(p.state) if isinstance(p, Piece) else 1 for p in pieces)
+                    pieces.clear()
+                pieces.append(e)
+                self._held += 1
+                current = None
+        if run:
+            assert current is not None
+            self._held += fold(current, run, table)
+
     def _commit(
         self,
-        buffers: dict[str, list[Entry]],
+        buffers: dict[str, _Pending],
         end_position: BinlogPosition | None,
         counts: dict[str, TableCounts],
         staged: Callable[[], None] | None,
@@ -383,8 +515,8 @@ class ChangeMerger:
                 for target in sorted(buffers):
                     locks.enter_context(table_lock(target))
                 prepared = [
-                    (t, self._prepare(t, entries, end_position, counts.setdefault(t, TableCounts())))
-                    for t, entries in buffers.items()
+                    (t, self._prepare(t, pending, end_position, counts.setdefault(t, TableCounts())))
+                    for t, pending in buffers.items()
                 ]
                 buffers.clear()
                 if staged is not None:
@@ -415,92 +547,56 @@ class ChangeMerger:
                 self._marks[target] = mark
 
     def _prepare(
-        self, target: str, entries: list[Entry], end_position: BinlogPosition | None, counts: TableCounts
+        self, target: str, pending: _Pending, end_position: BinlogPosition | None, counts: TableCounts
     ) -> list[_Step]:
-        """Stage one target's fresh entries; return its statements (not run yet) with their marks."""
-        mark = self._mark(target)
-        t0 = time.perf_counter()
-        fresh = [e for e in entries if mark is None or not mark.covers(e.order_key)]
-        counts.skipped += len(entries) - len(fresh)
-        if not fresh:
+        """Stage one target's pending chunk; return its statements (not run yet) with their marks."""
+        counts.skipped += pending.skipped
+        if pending.error is not None:
+            raise pending.error
+        first = pending.first
+        if first is None:
             return []
-        fresh.sort(key=lambda e: e.order_key)
-        self.timings["collapse"] += time.perf_counter() - t0
-        opts = self.options_for(target)
+        opts = pending.opts
         try:
-            columns = self._columns(target, fresh, opts)
-            keys = () if opts.append_only else self._keys(target, fresh, opts)
-        except (TypeMappingError, MissingKeyError) as exc:
-            raise type(exc)(f"{exc} (first change at {fresh[0].position})") from None
+            columns = self._columns(target, pending.schemas.values(), opts)
+        except TypeMappingError as exc:
+            raise TypeMappingError(f"{exc} (first change at {first.position})") from None
         # table DDL runs with the statements (a target failing there leaves the earlier ones committed)
-        ensure: _Step = (functools.partial(self._ensure_table_for, target, columns, opts, fresh[0]), None)
-        if opts.append_only:
-            last = fresh[-1]
+        ensure: _Step = (functools.partial(self._ensure_table_for, target, columns, opts, first), None)
+        if pending.rows is not None:
+            last = pending.rows[-1]
             done = CommittedMark(last.order_key, last.position, end_position, last.gtid, -1)
-            append = self._append(target, columns, fresh, opts, end_position, counts)
+            append = self._append(target, columns, pending.rows, opts, end_position, counts)
             return [ensure] if append is None else [ensure, (append, done)]
-        pieces = split_at_truncates(fresh)
-        if not opts.soft_delete:
-            last_truncate = max((i for i, p in enumerate(pieces) if isinstance(p, DdlEntry)), default=None)
-            if last_truncate is not None:
-                pieces = pieces[last_truncate:]
         steps: list[_Step] = [ensure]
+        pieces = pending.pieces
         for i, piece in enumerate(pieces):
-            last = piece if isinstance(piece, DdlEntry) else piece[-1]
+            entry = piece if isinstance(piece, DdlEntry) else piece.last
+            assert entry is not None
+            end = end_position if i == len(pieces) - 1 else None
             props = commits.mark_properties(
-                self.destination,
-                last.order_key,
-                last.position,
-                end_position if i == len(pieces) - 1 else None,
-                last.gtid,
+                self.destination, entry.order_key, entry.position, end, entry.gtid
             )
             statement: Callable[[], None] | None
             if isinstance(piece, DdlEntry):
                 statement = functools.partial(self._truncate, target, piece, opts, props, counts)
             else:
-                statement = self._merge_piece(target, columns, keys, piece, opts, props, counts)
-            done = CommittedMark(
-                order_key=last.order_key,
-                position=last.position,
-                end_position=end_position if i == len(pieces) - 1 else None,
-                gtid=last.gtid,
-                snapshot_id=-1,
-            )
+                statement = self._merge_piece(target, columns, piece, opts, props, counts)
+            done = CommittedMark(entry.order_key, entry.position, end, entry.gtid, -1)
             steps.append((statement, done))
         return steps
 
-    def _columns(self, target: str, entries: Sequence[Entry], opts: TargetOptions) -> list[LakeColumn]:
-        seen: dict[int, TableSchema] = {}
-        for e in entries:
-            schema = _entry_schema(e)
-            if schema is not None and id(schema) not in seen:
-                seen[id(schema)] = schema
-        if not seen:
-            raise LakeError(f"no table schema on the changes for {self._display(target)}; cannot map types")
+    def _columns(self, target: str, schemas: Iterable[TableSchema], opts: TargetOptions) -> list[LakeColumn]:
+        """The union of the columns of ``schemas`` (in the order they were met), mapped."""
         defs: dict[str, ColumnDef] = {}
         table = ""
-        for schema in seen.values():
+        for schema in schemas:
             table = schema.qualified_name
             for col in schema.columns:
                 defs[col.name] = col
+        if not table:
+            raise LakeError(f"no table schema on the changes for {self._display(target)}; cannot map types")
         return [LakeColumn(name, map_column(col, opts.types, table)) for name, col in defs.items()]
-
-    def _keys(self, target: str, entries: Sequence[Entry], opts: TargetOptions) -> tuple[str, ...]:
-        if opts.key_columns:
-            return tuple(opts.key_columns)
-        if not any(isinstance(e, RowChange) for e in entries):
-            return ()  # only TRUNCATE/DDL: no key needed
-        for e in reversed(entries):
-            if isinstance(e, RowChange) and e.primary_key:
-                return tuple(e.primary_key)
-            schema = _entry_schema(e)
-            if schema is not None and schema.primary_key:
-                return tuple(schema.primary_key)
-        source = next((e.qualified_name for e in entries if isinstance(e, RowChange)), "?")
-        raise MissingKeyError(
-            f"table {source} (target {self._display(target)}) has no primary key: give it one, or set "
-            "target_options TargetOptions(key_columns=(...)) for it, or TargetOptions(append_only=True)"
-        )
 
     def _meta_columns(self, opts: TargetOptions) -> list[LakeColumn]:
         meta: list[LakeColumn] = []
@@ -543,10 +639,19 @@ class ChangeMerger:
 
     # ---- the statements --------------------------------------------------------------------------
 
-    def _stage_view(self, columns: list[LakeColumn], rows: Iterable[Sequence[Any]]) -> tuple[str, str, int]:
+    def _stage_view(
+        self,
+        columns: list[LakeColumn],
+        rows: Iterable[Sequence[Any]] = (),
+        column_chunks: Iterable[Sequence[list[Any]]] | None = None,
+    ) -> tuple[str, str, int]:
+        """Stage ``rows`` (tuples), or ``column_chunks`` (lists of values per column), as a temp view."""
         name = uuid.uuid4().hex
         t0 = time.perf_counter()
-        uri, count = self.staging.write(name, columns, rows)
+        if column_chunks is not None:
+            uri, count = self.staging.write_columns(name, columns, column_chunks)
+        else:
+            uri, count = self.staging.write(name, columns, rows)
         self.timings["stage"] += time.perf_counter() - t0
         view = f"binlog_cdc_stage_{name}"
         self._staged.append((view, name))
@@ -566,22 +671,19 @@ class ChangeMerger:
         self,
         target: str,
         columns: list[LakeColumn],
-        keys: tuple[str, ...],
-        piece: list[RowChange],
+        piece: Piece,
         opts: TargetOptions,
         props: dict[str, str],
         counts: TableCounts,
     ) -> Callable[[], None] | None:
-        """Collapse and stage one piece; return its MERGE (``None`` when nothing is left)."""
-        t0 = time.perf_counter()
-        state = collapse(piece, keys, self._display(target))
-        reported = Counter(c.op for c in piece)
-        self.timings["collapse"] += time.perf_counter() - t0
+        """Stage one folded piece (its state is released); return its MERGE (``None``: nothing left)."""
+        state, keys = piece.state, piece.keys
+        piece.state = {}
+        reported = (piece.inserts, piece.updates, piece.deletes)
         if not state:
             return None
         names = [c.name for c in columns]
-        key_index = {k: names.index(k) for k in keys if k in names}
-        missing = [k for k in keys if k not in key_index]
+        missing = [k for k in keys if k not in names]
         if missing:
             raise MissingKeyError(f"key column(s) {missing} are not columns of {self._display(target)}")
         with_meta = opts.metadata_columns
@@ -592,25 +694,35 @@ class ChangeMerger:
                 LakeColumn(TS_COLUMN, TIMESTAMP),
                 LakeColumn(POSITION_COLUMN, STRING),
             ]
-        upserts = deletes = 0
+        items = list(state.values())
+        del state
+        actions = [action for action, _image, _meta in items]
+        upserts = actions.count("U")
+        deletes = len(actions) - upserts
+        key_set = set(keys)
 
-        def rows() -> Iterable[tuple[Any, ...]]:
-            nonlocal upserts, deletes
-            for action, image, change in state.values():
-                if action == "U":
-                    upserts += 1
-                    values: list[Any] = [image.get(n) for n in names]
-                else:
-                    deletes += 1
-                    values = [None] * len(names)
-                    for k in keys:
-                        values[key_index[k]] = image[k]
-                values.append(action)
+        def column_chunks(
+            items: list[tuple[str, dict[str, Any], Meta | None]], actions: list[str]
+        ) -> Iterable[list[list[Any]]]:
+            """Values column by column (no row tuples); a delete stages only its key."""
+            for lo in range(0, len(items), DEFAULT_CHUNK_ROWS):
+                part = items[lo : lo + DEFAULT_CHUNK_ROWS]
+                out = [
+                    [image[n] for _action, image, _meta in part]
+                    if n in key_set
+                    else [image.get(n) if action == "U" else None for action, image, _meta in part]
+                    for n in names
+                ]
+                out.append(actions[lo : lo + DEFAULT_CHUNK_ROWS])
                 if with_meta:
-                    values += [change.op.value, _utc_from_epoch(change.timestamp), str(change.position)]
-                yield tuple(values)
+                    metas = [meta for _action, _image, meta in part]
+                    out.append([m[0].value if m else None for m in metas])
+                    out.append([_utc_from_epoch(m[1]) if m else None for m in metas])
+                    out.append([str(m[2]) if m else None for m in metas])
+                yield out
 
-        view, stage_name, _ = self._stage_view(stage_cols, rows())
+        view, stage_name, _ = self._stage_view(stage_cols, column_chunks=column_chunks(items, actions))
+        del items, actions  # the state dies here, before the MERGE runs
 
         def statement() -> None:
             try:
@@ -631,9 +743,9 @@ class ChangeMerger:
                     counts.inserted += upserts - matched.get("U", 0)
                     counts.deleted += matched.get("D", 0)
                 else:
-                    counts.inserted += reported[Op.INSERT]
-                    counts.updated += reported[Op.UPDATE]
-                    counts.deleted += reported[Op.DELETE]
+                    counts.inserted += reported[0]
+                    counts.updated += reported[1]
+                    counts.deleted += reported[2]
                 counts.upserted += upserts
                 meta_set = []
                 if with_meta:

@@ -119,7 +119,8 @@ class LakeChunkLoader:
         fresh = [c for c in changes if mark is None or not mark.covers(c.order_key)]
         if not fresh:
             return
-        columns = m._columns(target, fresh, opts)
+        schemas = {id(c.table_schema): c.table_schema for c in fresh if c.table_schema is not None}
+        columns = m._columns(target, schemas.values(), opts)
         m._ensure_table(target, columns, opts)
         names = [c.name for c in columns]
         rows = (tuple((c.after or {}).get(n) for n in names) for c in fresh)

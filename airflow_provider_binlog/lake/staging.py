@@ -43,10 +43,18 @@ def to_arrow(columns: Sequence[LakeColumn], rows: Sequence[Sequence[Any]]) -> pa
 
     :raises LakeError: naming the column when a value does not fit its type.
     """
+    return from_columns(columns, [[r[i] for r in rows] for i in range(len(columns))])
+
+
+def from_columns(columns: Sequence[LakeColumn], values: Sequence[list[Any]]) -> pa.Table:
+    """Build one Arrow table from one list of values per column (all of one length).
+
+    :raises LakeError: naming the column when a value does not fit its type.
+    """
     arrays = []
-    for i, col in enumerate(columns):
+    for col, column_values in zip(columns, values, strict=True):
         try:
-            arrays.append(_array(col.type, [r[i] for r in rows]))
+            arrays.append(_array(col.type, column_values))
         except _ARROW_ERRORS as exc:
             raise LakeError(f"column {col.name!r}: value does not fit {col.type.sql}: {exc}") from exc
     return pa.Table.from_arrays(arrays, schema=arrow_schema(columns))
@@ -98,6 +106,20 @@ class StagingArea:
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
     ) -> tuple[str, int]:
         """Write rows to ``<area>/<name>/part-0.parquet`` in chunks; return (directory URI, row count)."""
+        chunks = (to_arrow(columns, chunk) for chunk in _chunks(rows, chunk_rows))
+        return self.write_tables(name, columns, chunks)
+
+    def write_columns(
+        self, name: str, columns: Sequence[LakeColumn], chunks: Iterable[Sequence[list[Any]]]
+    ) -> tuple[str, int]:
+        """Like :meth:`write`, from chunks given as one list of values per column."""
+        return self.write_tables(name, columns, (from_columns(columns, chunk) for chunk in chunks))
+
+    def write_tables(
+        self, name: str, columns: Sequence[LakeColumn], tables: Iterable[pa.Table]
+    ) -> tuple[str, int]:
+        """Write Arrow tables of ``columns`` to ``<area>/<name>/part-0.parquet``; return (directory
+        URI, row count)."""
         directory = f"{self.base}/{name}"
         self.fs.create_dir(directory, recursive=True)
         schema = arrow_schema(columns)
@@ -106,9 +128,9 @@ class StagingArea:
             self.fs.open_output_stream(f"{directory}/part-0.parquet") as sink,
             pq.ParquetWriter(sink, schema, compression="snappy") as writer,
         ):
-            for chunk in _chunks(rows, chunk_rows):
-                writer.write_table(to_arrow(columns, chunk))
-                count += len(chunk)
+            for table in tables:
+                writer.write_table(table)
+                count += table.num_rows
             if count == 0:
                 writer.write_table(schema.empty_table())
         return self.uri(directory), count

@@ -1,0 +1,113 @@
+"""Folding row changes to the last change per key (pure Python, no Spark)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
+from airflow_provider_binlog.lake.collapse import Piece, fold
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
+
+SCHEMA = TableSchema(
+    "db", "t", (ColumnDef("a", T.LONG), ColumnDef("b", T.LONG), ColumnDef("v", T.LONG)), ("a", "b")
+)
+
+
+def _change(n: int, op: Op, before: dict[str, Any] | None, after: dict[str, Any] | None) -> RowChange:
+    pos = BinlogPosition("mysql-bin.000001", 4 + 10 * n)
+    return RowChange(
+        "dest", "db", "t", op, before, after, SCHEMA.primary_key, pos, BinlogPosition(pos.file, pos.pos + 10),
+        None, 1_700_000_000 + n, OrderKey(1, pos.pos, -1, 0), SCHEMA,
+    )  # fmt: skip
+
+
+def _workload(rng: random.Random, n: int) -> tuple[dict[Any, dict[str, Any]], list[RowChange]]:
+    """A table of a few composite keys and ``n`` valid changes to it (updates also move keys)."""
+    table = {(a, b): {"a": a, "b": b, "v": 0} for a in range(3) for b in range(2)}
+    initial = {k: dict(v) for k, v in table.items()}
+    changes = []
+    for i in range(n):
+        free = [(a, b) for a in range(4) for b in range(3) if (a, b) not in table]
+        roll = rng.random()
+        if table and roll < 0.45:
+            key = rng.choice(sorted(table))
+            new = rng.choice([key, *free]) if roll < 0.15 and free else key
+            after = {"a": new[0], "b": new[1], "v": i}
+            changes.append(_change(i, Op.UPDATE, table.pop(key), after))
+            table[new] = after
+        elif table and roll < 0.7:
+            key = rng.choice(sorted(table))
+            changes.append(_change(i, Op.DELETE, table.pop(key), None))
+        elif free:
+            key = rng.choice(free)
+            table[key] = {"a": key[0], "b": key[1], "v": i}
+            changes.append(_change(i, Op.INSERT, None, table[key]))
+    return initial, changes
+
+
+def _apply(initial: dict[Any, dict[str, Any]], piece: Piece) -> dict[Any, dict[str, Any]]:
+    """What the MERGE of the piece does to ``initial``."""
+    out = {k: dict(v) for k, v in initial.items()}
+    for key, (action, image, _meta) in piece.state.items():
+        if action == "U":
+            out[key] = image
+        else:
+            out.pop(key, None)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_folding_in_any_split_merges_to_the_source_table(seed: int) -> None:
+    rng = random.Random(seed)
+    initial, changes = _workload(rng, rng.randint(1, 80))
+    expected = dict(initial)
+    for c in changes:  # the source table after every change
+        if c.before is not None:
+            del expected[(c.before["a"], c.before["b"])]
+        if c.after is not None:
+            expected[(c.after["a"], c.after["b"])] = c.after
+
+    whole = Piece(SCHEMA.primary_key)
+    assert fold(whole, changes, "lake.t") == len(whole.state)
+    split = Piece(SCHEMA.primary_key)
+    cuts = sorted(rng.sample(range(len(changes) + 1), min(3, len(changes) + 1)))
+    held = sum(
+        fold(split, changes[lo:hi], "lake.t")
+        for lo, hi in zip([0, *cuts], [*cuts, len(changes)], strict=True)
+    )
+
+    assert _apply(initial, whole) == expected
+    assert split.state == whole.state and held == len(split.state)
+    assert (whole.inserts, whole.updates, whole.deletes) == (
+        sum(c.op is Op.INSERT for c in changes),
+        sum(c.op is Op.UPDATE for c in changes),
+        sum(c.op is Op.DELETE for c in changes),
+    )
+    assert whole.last is changes[-1] and split.last is changes[-1]
+    touched = {(i["a"], i["b"]) for c in changes for i in (c.before, c.after) if i}
+    assert set(whole.state) == touched  # one image per key touched, however many changes
+
+
+def test_metadata_is_the_last_change_of_each_key() -> None:
+    first = _change(1, Op.INSERT, None, {"a": 1, "b": 1, "v": 1})
+    second = _change(2, Op.UPDATE, first.after, {"a": 1, "b": 2, "v": 2})  # moves the key
+    piece = Piece(SCHEMA.primary_key, with_meta=True)
+    fold(piece, [first, second], "lake.t")
+    assert piece.state[(1, 1)] == ("D", first.after, (Op.UPDATE, second.timestamp, second.position))
+    assert piece.state[(1, 2)] == ("U", second.after, (Op.UPDATE, second.timestamp, second.position))
+    assert Piece(SCHEMA.primary_key).with_meta is False
+
+
+def test_partial_images_and_missing_keys_are_refused() -> None:
+    partial = _change(1, Op.INSERT, None, {"a": 1, "b": 1})
+    with pytest.raises(LakeError, match=r"partial row image for lake.t at mysql-bin.000001:14.*FULL"):
+        fold(Piece(SCHEMA.primary_key), [partial], "lake.t")
+    keyless = _change(2, Op.DELETE, {"a": 1, "v": 1}, None)
+    with pytest.raises(MissingKeyError, match=r"key column 'b' is missing from a row image of lake\.t"):
+        fold(Piece(SCHEMA.primary_key), [keyless], "lake.t")
