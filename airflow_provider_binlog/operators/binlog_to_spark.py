@@ -531,7 +531,10 @@ class BinlogToSparkOperator(BaseOperator):
                 full = held >= self.max_rows_per_commit or (
                     rows and size * held // rows >= self.max_bytes_per_commit
                 )
-                if pending and (batch.id is None or full):
+                # Spark is idle: commit what is held rather than let the chunk grow (the last chunk,
+                # merged after everything is read, stays about what one commit's time reads)
+                idle = (in_flight is None or in_flight[0].done()) and held >= self.max_rows_per_commit // 10
+                if pending and (batch.id is None or full or (merger is not None and idle)):
                     feed(wait_for_spark=True)
                     assert merger is not None
                     failpoint("before_commit")
