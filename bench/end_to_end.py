@@ -280,18 +280,7 @@ def _rss_sampler(stop: threading.Event, out: dict[str, float]) -> None:
 def operator_run(params: dict[str, Any], result: Any) -> None:
     """Child process: one ``BinlogToSparkOperator.execute`` (optionally under cProfile)."""
     os.environ.update(params["env"])
-    import gc
     import logging
-
-    if os.environ.get("BENCH_GC"):
-        gc.set_threshold(*(int(x) for x in os.environ["BENCH_GC"].split(",")))
-    if os.environ.get("BENCH_NOGC"):
-        gc.disable()
-    if os.environ.get("BENCH_PYSPY") and params["task_id"].endswith("measured"):
-        import subprocess
-
-        subprocess.Popen([sys.executable.replace("python", "py-spy"), "record", "-p", str(os.getpid()), "-o",
-                          os.environ["BENCH_PYSPY"], "-f", "raw", "-r", "100", "--threads", "--nonblocking"])
 
     logging.basicConfig(level=logging.INFO, format="    [op] %(message)s", force=True)
     for noisy in ("py4j", "airflow", "kazoo"):
@@ -305,8 +294,9 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
         task_id=params["task_id"], destination=DESTINATION, tables=ROUTES,
         mysql_conn_id="mysql_bench", zookeeper_conn_id=params["zk_conn"], meta_dir=params["meta_dir"],
         start_from=params["start_from"], spark_master=params["master"], warehouse=params["warehouse"],
-        batch_size=params["batch_size"], max_rows_per_commit=params["max_rows"],
-        max_bytes_per_commit=params["max_bytes"],
+        batch_size=params["batch_size"],
+        **{k: v for k, v in (("max_rows_per_commit", params["max_rows"]),
+                             ("max_bytes_per_commit", params["max_bytes"])) if v is not None},
         spark_conf={"spark.driver.memory": params["driver_memory"]},
         target_options=TargetOptions(**opts) if opts else None,
     )  # fmt: skip
@@ -476,10 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--txn", type=int, default=20_000, help="row changes per source transaction")
     ap.add_argument("--stmt", type=int, default=1_000, help="rows per multi-row statement (at most)")
     ap.add_argument("--batch-size", type=int, default=5_000, help="operator batch_size")
-    ap.add_argument("--max-rows", type=int, default=200_000, help="operator max_rows_per_commit")
-    ap.add_argument(
-        "--max-mb", type=int, default=256, help="operator max_bytes_per_commit in MiB (the store's estimate)"
-    )
+    ap.add_argument("--max-rows", type=int, default=None, help="operator max_rows_per_commit")
+    ap.add_argument("--max-mb", type=int, default=None, help="operator max_bytes_per_commit in MiB")
     ap.add_argument(
         "--write-mode",
         choices=("copy-on-write", "merge-on-read"),
@@ -524,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     common = {
         "env": env, "zk_conn": "zookeeper_bench" if zk else None, "meta_dir": str(work / "meta"),
         "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
-        "max_rows": args.max_rows, "max_bytes": args.max_mb * 1024 * 1024, "driver_memory": args.driver_memory, "profile": None,
+        "max_rows": args.max_rows, "max_bytes": None if args.max_mb is None else args.max_mb << 20,
+        "driver_memory": args.driver_memory, "profile": None,
         "write_mode": args.write_mode, "count_changes": args.count_changes,
     }  # fmt: skip
     try:

@@ -2,9 +2,14 @@
 
 Pure Python (no Spark). A :class:`Piece` holds the row changes of one target between TRUNCATEs,
 already reduced to one action per key, so a chunk's memory follows the keys it touches, not the
-changes it read: ``key -> ("U", after image, meta)`` for an upsert or ``("D", before image, meta)``
-for a delete; an update that changes the key yields a delete of the old key and an upsert of the
-new one. Folding a run of changes in one call or in several gives the same piece.
+changes it read: ``key -> (values, schema, meta)``, where ``values`` is the after image of an
+upsert or ``None`` for a delete (the key is all a delete needs); an update that changes the key
+yields a delete of the old key and an upsert of the new one. Folding a run of changes in one call
+or in several gives the same piece.
+
+An after image is kept as the tuple of its values in the order of ``schema.columns`` when it holds
+exactly those columns in that order (a full image, as the decoder makes it): a tuple takes a fifth
+of a dict's memory. Any other image is kept as its dict.
 """
 
 from __future__ import annotations
@@ -14,12 +19,19 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, RowChange
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 
 Meta = tuple[Op, int, BinlogPosition]
 """What the metadata columns need of the last change of a key: its op, commit time and position."""
+
+Values = tuple[Any, ...] | dict[str, Any]
+"""An after image: values in ``schema.columns`` order, or the image's dict."""
+
+Folded = tuple[Values | None, TableSchema | None, Meta | None]
+"""What a piece holds per key: ``(after image or None for a delete, its schema, meta)``."""
 
 
 @dataclass(eq=False, slots=True)
@@ -32,12 +44,14 @@ class Piece:
 
     keys: tuple[str, ...]
     with_meta: bool = False
-    state: dict[Any, tuple[str, dict[str, Any], Meta | None]] = field(default_factory=dict)
+    state: dict[Any, Folded] = field(default_factory=dict)
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
     last: RowChange | None = None
     """The newest change folded in (its position becomes the commit's mark)."""
+    ordered: dict[int, tuple[TableSchema, bool]] = field(default_factory=dict)
+    """Per schema (by identity): whether its full images list its columns in order."""
 
 
 def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
@@ -55,6 +69,8 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     with_meta = piece.with_meta
     meta: Meta | None = None
     inserts = updates = deletes = 0
+    seen: TableSchema | None = None  # the schema of the previous change, and what is known of it
+    width, in_order = -1, False
     try:
         for c in changes:
             op = c.op
@@ -63,25 +79,30 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
             if op is insert or op is update:
                 after = c.after or {}
                 schema = c.table_schema
-                if schema is not None and len(after) < len(schema.columns):
-                    raise LakeError(
-                        f"partial row image for {table} at {c.position}: inserts and updates need "
-                        "binlog_row_image=FULL"
-                    )
+                if schema is not seen:
+                    seen = schema
+                    width, in_order = _layout(piece, schema, after)
+                if len(after) != width:
+                    if len(after) < width:
+                        raise LakeError(
+                            f"partial row image for {table} at {c.position}: inserts and updates need "
+                            "binlog_row_image=FULL"
+                        )
+                    values: Values = after
+                else:
+                    values = tuple(after.values()) if in_order else after
                 new = key_of(after)
                 if op is update:
                     updates += 1
-                    before = c.before or {}
-                    old = key_of(before)
+                    old = key_of(c.before or {})
                     if old != new:
-                        state[old] = ("D", before, meta)
+                        state[old] = (None, None, meta)
                 else:
                     inserts += 1
-                state[new] = ("U", after, meta)
+                state[new] = (values, schema, meta)
             else:
                 deletes += 1
-                before = c.before or {}
-                state[key_of(before)] = ("D", before, meta)
+                state[key_of(c.before or {})] = (None, None, meta)
     except KeyError as exc:
         raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
     piece.inserts += inserts
@@ -90,3 +111,57 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     if changes:
         piece.last = changes[-1]
     return len(state) - held
+
+
+def _layout(piece: Piece, schema: TableSchema | None, image: dict[str, Any]) -> tuple[int, bool]:
+    """``(columns of a full image, whether full images list them in order)`` for ``schema``; the
+    order is checked on the first full image met (``-1, False`` without a schema: keep dicts)."""
+    if schema is None:
+        return -1, False
+    known = piece.ordered.get(id(schema))
+    width = len(schema.columns)
+    if known is None:
+        if len(image) != width:
+            return width, False  # decided by a full image
+        known = (schema, tuple(image) == schema.column_names)
+        piece.ordered[id(schema)] = known
+    return width, known[1]
+
+
+def staged_rows(
+    items: Sequence[tuple[Any, Folded]], names: Sequence[str], keys: tuple[str, ...]
+) -> list[Sequence[Any]]:
+    """One row of the lake columns ``names`` per folded ``(key, (values, schema, meta))``: an
+    upsert's image (``None`` for a column its schema lacks), a delete's key (``None`` elsewhere).
+
+    :raises ValueError: a key column is not among ``names``.
+    """
+    key_pos = [list(names).index(k) for k in keys]
+    nulls = [None] * len(names)
+    layouts: dict[int, list[int] | None] = {}  # per schema: None = its columns are ``names``
+    out: list[Sequence[Any]] = []
+    append = out.append
+    for key, (values, schema, _meta) in items:
+        if values is None:
+            row: list[Any] = nulls.copy()
+            if len(key_pos) == 1:
+                row[key_pos[0]] = key
+            else:
+                for p, v in zip(key_pos, key, strict=True):
+                    row[p] = v
+            append(row)
+        elif type(values) is tuple:
+            assert schema is not None
+            layout = layouts.get(id(schema), _UNKNOWN)
+            if layout is _UNKNOWN:
+                own = schema.column_names
+                layout = None if own == tuple(names) else [own.index(n) if n in own else -1 for n in names]
+                layouts[id(schema)] = layout
+            append(values if layout is None else [values[i] if i >= 0 else None for i in layout])
+        else:
+            assert isinstance(values, dict)
+            append([values.get(n) for n in names])
+    return out
+
+
+_UNKNOWN: list[int] = []  # a sentinel: "this schema's layout was not computed yet"

@@ -43,7 +43,7 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, OrderKey, RowChange
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import commits, ddl
-from airflow_provider_binlog.lake.collapse import Meta, Piece, fold
+from airflow_provider_binlog.lake.collapse import Folded, Piece, fold, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import sql_string
 from airflow_provider_binlog.lake.errors import (
@@ -723,28 +723,19 @@ class ChangeMerger:
                 LakeColumn(TS_COLUMN, TIMESTAMP),
                 LakeColumn(POSITION_COLUMN, STRING),
             ]
-        items = list(state.values())
+        items = list(state.items())
         del state
-        actions = [action for action, _image, _meta in items]
-        upserts = actions.count("U")
-        deletes = len(actions) - upserts
-        key_set = set(keys)
+        actions = ["D" if values is None else "U" for _key, (values, _schema, _meta) in items]
+        deletes = actions.count("D")
+        upserts = len(actions) - deletes
 
-        def column_chunks(
-            items: list[tuple[str, dict[str, Any], Meta | None]], actions: list[str]
-        ) -> Iterable[list[list[Any]]]:
-            """Values column by column (no row tuples); a delete stages only its key."""
+        def column_chunks(items: list[tuple[Any, Folded]], actions: list[str]) -> Iterable[list[list[Any]]]:
             for lo in range(0, len(items), DEFAULT_CHUNK_ROWS):
                 part = items[lo : lo + DEFAULT_CHUNK_ROWS]
-                out = [
-                    [image[n] for _action, image, _meta in part]
-                    if n in key_set
-                    else [image.get(n) if action == "U" else None for action, image, _meta in part]
-                    for n in names
-                ]
+                out = [list(column) for column in zip(*staged_rows(part, names, keys), strict=True)]
                 out.append(actions[lo : lo + DEFAULT_CHUNK_ROWS])
                 if with_meta:
-                    metas = [meta for _action, _image, meta in part]
+                    metas = [meta for _key, (_values, _schema, meta) in part]
                     out.append([m[0].value if m else None for m in metas])
                     out.append([_utc_from_epoch(m[1]) if m else None for m in metas])
                     out.append([str(m[2]) if m else None for m in metas])

@@ -136,7 +136,7 @@ class BinlogToSparkOperator(BaseOperator):
         changes are folded to the last per key as they are read), so it bounds memory, not the
         changes a commit applies.
     :param max_bytes_per_commit: the estimated bytes of those row images (bounds memory). The
-        store's read-ahead (changes read but not yet folded) is bounded by half of both.
+        store's read-ahead (changes read but not yet folded) is bounded by a quarter of both.
     :param running_timeout: seconds to wait for another consumer of the destination.
     :param spark_master: Spark master (default ``$BINLOG_CDC_SPARK_MASTER`` or ``local[*]``).
     :param spark_conf: more Spark configuration (cluster, catalog, jars.packages...).
@@ -174,8 +174,8 @@ class BinlogToSparkOperator(BaseOperator):
         stop_at: Any = "head",
         columns: str | None = None,
         batch_size: int = 5_000,
-        max_rows_per_commit: int = 500_000,
-        max_bytes_per_commit: int = 512 * 1024 * 1024,
+        max_rows_per_commit: int = 1_000_000,
+        max_bytes_per_commit: int = 1024 * 1024 * 1024,
         running_timeout: float = 60.0,
         spark_master: str | None = None,
         spark_conf: dict[str, str] | None = None,
@@ -399,8 +399,8 @@ class BinlogToSparkOperator(BaseOperator):
         start_spec = parse_point(self.start_from) if self.start_from not in (None, "") else None
         instance = hook.instance(
             self.destination, routes.filter(self.columns), self.client_id, start_spec, label,
-            max_entries=self.max_rows_per_commit // 2 + self.batch_size,
-            max_bytes=self.max_bytes_per_commit // 2 + 64 * 1024 * 1024,
+            max_entries=self.max_rows_per_commit // 4 + self.batch_size,
+            max_bytes=self.max_bytes_per_commit // 4 + 64 * 1024 * 1024,
         )  # fmt: skip
         self._instance = instance
         spark = None

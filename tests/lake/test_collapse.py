@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -11,7 +12,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake.collapse import Piece, fold
+from airflow_provider_binlog.lake.collapse import Piece, fold, staged_rows
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 
 SCHEMA = TableSchema(
@@ -52,12 +53,19 @@ def _workload(rng: random.Random, n: int) -> tuple[dict[Any, dict[str, Any]], li
 
 
 def _apply(initial: dict[Any, dict[str, Any]], piece: Piece) -> dict[Any, dict[str, Any]]:
-    """What the MERGE of the piece does to ``initial``."""
+    """What the MERGE of the piece's staged rows does to ``initial``."""
     out = {k: dict(v) for k, v in initial.items()}
-    for key, (action, image, _meta) in piece.state.items():
-        if action == "U":
+    names = SCHEMA.column_names
+    items = list(piece.state.items())
+    for (key, (values, _schema, _meta)), row in zip(
+        items, staged_rows(items, names, ("a", "b")), strict=True
+    ):
+        image = dict(zip(names, row, strict=True))
+        assert (image["a"], image["b"]) == key
+        if values is not None:
             out[key] = image
         else:
+            assert image["v"] is None  # a delete stages its key only
             out.pop(key, None)
     return out
 
@@ -99,8 +107,8 @@ def test_metadata_is_the_last_change_of_each_key() -> None:
     second = _change(2, Op.UPDATE, first.after, {"a": 1, "b": 2, "v": 2})  # moves the key
     piece = Piece(SCHEMA.primary_key, with_meta=True)
     fold(piece, [first, second], "lake.t")
-    assert piece.state[(1, 1)] == ("D", first.after, (Op.UPDATE, second.timestamp, second.position))
-    assert piece.state[(1, 2)] == ("U", second.after, (Op.UPDATE, second.timestamp, second.position))
+    assert piece.state[(1, 1)] == (None, None, (Op.UPDATE, second.timestamp, second.position))
+    assert piece.state[(1, 2)] == ((1, 2, 2), SCHEMA, (Op.UPDATE, second.timestamp, second.position))
     assert Piece(SCHEMA.primary_key).with_meta is False
 
 
@@ -111,3 +119,26 @@ def test_partial_images_and_missing_keys_are_refused() -> None:
     keyless = _change(2, Op.DELETE, {"a": 1, "v": 1}, None)
     with pytest.raises(MissingKeyError, match=r"key column 'b' is missing from a row image of lake\.t"):
         fold(Piece(SCHEMA.primary_key), [keyless], "lake.t")
+
+
+def test_images_are_tuples_in_column_order_and_staged_under_a_wider_schema() -> None:
+    """Full images become value tuples; an image of an older schema (before ADD COLUMN) stages NULL
+    for the new column; an image whose keys are not in column order stays a dict."""
+    wider = TableSchema("db", "t", (*SCHEMA.columns, ColumnDef("w", T.LONG)), SCHEMA.primary_key)
+    old = _change(1, Op.INSERT, None, {"a": 1, "b": 1, "v": 1})
+    new = dataclasses.replace(
+        _change(2, Op.INSERT, None, {"a": 2, "b": 1, "v": 2, "w": 9}), table_schema=wider
+    )
+    shuffled = _change(3, Op.INSERT, None, {"v": 3, "b": 1, "a": 3})
+    piece = Piece(SCHEMA.primary_key)
+    fold(piece, [old, new], "lake.t")
+    assert piece.state[(1, 1)][0] == (1, 1, 1) and piece.state[(2, 1)][0] == (2, 1, 2, 9)
+    other = Piece(SCHEMA.primary_key)
+    fold(other, [shuffled], "lake.t")
+    assert other.state[(3, 1)][0] == {"v": 3, "b": 1, "a": 3}
+    items = [*piece.state.items(), *other.state.items()]
+    assert staged_rows(items, wider.column_names, ("a", "b")) == [
+        [1, 1, 1, None],
+        (2, 1, 2, 9),
+        [3, 1, 3, None],
+    ]
