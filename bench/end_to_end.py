@@ -297,7 +297,7 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
         batch_size=params["batch_size"],
         **{k: v for k, v in (("max_rows_per_commit", params["max_rows"]),
                              ("max_bytes_per_commit", params["max_bytes"])) if v is not None},
-        spark_conf={"spark.driver.memory": params["driver_memory"]},
+        spark_conf={"spark.driver.memory": params["driver_memory"], **params["conf"]},
         target_options=TargetOptions(**opts) if opts else None,
     )  # fmt: skip
     ti = SimpleNamespace(dag_id="bench_end_to_end", task_id=params["task_id"], try_number=1)
@@ -482,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--master", default="local[2]", help="Spark master")
     ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the JVM heap)")
+    ap.add_argument("--conf", action="append", default=[], help="more Spark configuration, key=value")
     ap.add_argument("--zookeeper", action="store_true", help="a throwaway ZooKeeper as meta store")
     ap.add_argument("--no-baseline", action="store_true", help="skip the parse-only comparison")
     ap.add_argument("--no-verify", action="store_true", help="skip the lake == source check")
@@ -514,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
         "max_rows": args.max_rows, "max_bytes": None if args.max_mb is None else args.max_mb << 20,
         "driver_memory": args.driver_memory, "profile": None,
+        "conf": dict(kv.split("=", 1) for kv in args.conf),
         "write_mode": args.write_mode, "count_changes": args.count_changes,
     }  # fmt: skip
     try:

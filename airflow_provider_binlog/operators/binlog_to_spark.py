@@ -460,17 +460,23 @@ class BinlogToSparkOperator(BaseOperator):
             # One chunk commits in the committer thread while the next one is read. A batch's memory
             # in the store is released as soon as the merger folded it (the parser refills that
             # space); its ack waits, on this thread, until the commit holding it returned.
-            in_flight: tuple[Future[dict[str, TableCounts]], list[int], int] | None = None
+            in_flight: tuple[Future[tuple[dict[str, TableCounts], float]], list[int], int, int] | None = None
+
+            def commit(chunk: Any, end: Any) -> tuple[dict[str, TableCounts], float]:
+                assert merger is not None
+                t0 = time.monotonic()
+                return merger.commit(chunk, end), time.monotonic() - t0
 
             def settle() -> None:
                 """Wait for the running commit, then ack its batches: the cursor moves only now."""
                 nonlocal in_flight, total_rows, commits
                 if in_flight is None:
                     return
-                future, batch_ids, n = in_flight
+                future, batch_ids, n, images = in_flight
                 in_flight = None
                 t0 = clock()
-                for target, counts in future.result().items():
+                committed, seconds = future.result()
+                for target, counts in committed.items():
                     acc = totals.setdefault(target, {})
                     for k, v in counts.as_dict().items():
                         acc[k] = acc.get(k, 0) + v
@@ -484,6 +490,12 @@ class BinlogToSparkOperator(BaseOperator):
                 failpoint("after_ack")
                 commits += 1
                 total_rows += n
+                self.log.info(
+                    "destination %s: chunk %d in the lake: %d changes as %d row images, merged in %.1f s; "
+                    "acked up to %s",
+                    self.destination, commits, n, images, seconds,
+                    cursor.binlog_position if (cursor := instance.cursor) is not None else None,
+                )  # fmt: skip
                 collector.tick()
 
             early: list[tuple[int, tuple[Entry, ...]]] = []  # batches taken while Spark was starting
@@ -539,9 +551,9 @@ class BinlogToSparkOperator(BaseOperator):
                     assert merger is not None
                     failpoint("before_commit")
                     settle()  # one commit at a time: batches are acked in order
+                    images = merger.held
                     chunk = merger.take()
-                    future = committer.submit(merger.commit, chunk, last_end)
-                    in_flight = (future, pending, rows)
+                    in_flight = (committer.submit(commit, chunk, last_end), pending, rows, images)
                     pending, rows, size = [], 0, 0
                 elif in_flight is not None and in_flight[0].done():
                     settle()  # ack as soon as the lake has the chunk

@@ -13,7 +13,7 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, Op, OrderKey, RowChange
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.errors import MissingKeyError, SchemaEvolutionError
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, SchemaEvolutionError
 from airflow_provider_binlog.lake.merge import (
     DELETED_COLUMN,
     OP_COLUMN,
@@ -355,3 +355,32 @@ def test_type_widening_and_incompatible_change(spark: Any) -> None:
             {"db.w": target},
             [_row(v3, Op.INSERT, 3, None, {"id": 3, "n": "x", "f": 0.0, "d": 0})],
         )
+
+
+def test_a_chunk_holds_one_image_per_key(spark: Any) -> None:
+    """40 changes to two keys hold two images: max_rows=3 is not reached, one MERGE applies them."""
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    batch: list[Entry] = [_row(schema, Op.INSERT, n, None, {"id": n, "v": "a"}) for n in (0, 1)]
+    batch += [
+        _row(schema, Op.UPDATE, n, {"id": n % 2, "v": "x"}, {"id": n % 2, "v": f"v{n}"}) for n in range(2, 40)
+    ]
+    with ChangeMerger(spark, "dest", {"db.t": target}, max_rows=3) as m:
+        assert m.add_many(batch) == 40
+        assert m.held == 2
+        assert commits.read_mark(spark, target, "dest") is None  # nothing committed yet
+        counts = m.finish(_end(batch))[target]
+    assert (counts.commits, counts.inserted, counts.updated, counts.upserted) == (1, 2, 38, 2)
+    assert {r[0]: r[1] for r in spark.table(target).collect()} == {0: "v38", 1: "v39"}
+
+
+def test_changes_out_of_commit_order_are_refused(spark: Any) -> None:
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    first, second = (_row(schema, Op.INSERT, n, None, {"id": n, "v": "a"}) for n in (1, 2))
+    with ChangeMerger(spark, "dest", {"db.t": target}) as m:
+        m.add_many([second])
+        with pytest.raises(
+            LakeError, match=r"commit order: mysql-bin\.000001:110 came after mysql-bin\.000001:120"
+        ):
+            m.add_many([first])
