@@ -158,10 +158,6 @@ _Step = tuple["Callable[[], None] | None", "CommittedMark | None"]
 """A prepared statement of one target (``None``: nothing to run) and the mark it leaves (if any)."""
 
 
-def _entry_schema(entry: Entry) -> TableSchema | None:
-    return entry.table_schema if isinstance(entry, RowChange | DdlEntry) else None
-
-
 @dataclass(eq=False, slots=True)
 class _Pending:
     """What one target holds for its next commit: the entries the lake lacks, folded on arrival.
