@@ -25,40 +25,38 @@ base load (run A) are not counted in the measured figures. The operator's own co
 Each operator run executes in its own spawned process, as an Airflow task does, so its peak RSS
 (``ru_maxrss``) is the operator's alone; the Spark JVM (a child of it) is sampled with psutil.
 The split comes from timing counters in the product (``summary["timings"]``: ``wait`` = consumer
-blocked on the parser, ``buffer`` = routing/buffering entries, ``commit_wait`` = main thread
-waiting for the committer thread; in that thread ``collapse``/``stage`` = Python collapse +
-Arrow/Parquet write, ``spark`` = Spark read of the staged file, table DDL and MERGE; ``ack`` =
-cursor writes) plus the parser thread's CPU seconds (psutil, by thread id). The ``--write-mode``
-and ``--count-changes`` options compare against the non-default ``TargetOptions``.
+blocked on the parser, ``buffer`` = routing and folding entries, of which ``collapse`` = the
+folding to the last change per key, ``commit_wait`` = main thread waiting for the committer
+thread; in that thread ``stage`` = Arrow/Parquet write, ``spark`` = Spark read of the staged file,
+table DDL and MERGE; ``ack`` = cursor writes; all wall seconds, the threads share one GIL) plus the
+parser thread's CPU seconds (psutil, by thread id), and the operator's log line per chunk. The
+``--write-mode`` and ``--count-changes`` options compare against the non-default ``TargetOptions``.
 
-    .venv/bin/python -u bench/end_to_end.py                    # 1M changes (~20 min, mostly the baseline)
+    .venv/bin/python -u bench/end_to_end.py                    # 1M changes (~5 min with the baseline)
     .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
     .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
 
-Measured 2026-11-22 02:53 UTC, 2 cores, otherwise idle (load average 0.2 at the start). 1M
-changes, ``local[2]``, file meta store, product defaults (batch 5,000, 200k rows per commit,
-merge-on-read format-version 3 tables, the C row decoder, counts as the source reported them),
-tables of 100k rows each growing to ~133k:
+Measured 2026-11-22 05:30 UTC, 2 cores, otherwise idle (load average 0.6 at the start). 1M
+changes, ``local[2]``, file meta store, product defaults (batch 5,000, up to 1M row images or 1 GiB
+per commit, changes folded to the last per key as they are read, the tables of a chunk merged side
+by side, merge-on-read format-version 3 tables, the C row decoder, the cyclic GC paused during the
+drain), tables of 100k rows each growing to ~133k:
 
-* end to end 1,000,000 changes in 56.7 s = **17,633 changes/s** (target 50k/s: missed by 2.8x);
-  operator CPU 27.3 s (parser thread 13.5 s = 74.0k changes per CPU-second), Spark JVM CPU 49.4 s;
-* main thread wall: Spark start 0.7 s, waiting for the parser 21.0 s, buffering 0.3 s, waiting for
-  a commit 24.8 s, acks 0.6 s; committer thread: collapse 3.3 s, Arrow/Parquet staging 4.9 s,
-  Spark 41.5 s for 7 commits;
-* peak RSS: operator process 518 MB (under the 1 GB target), Spark JVM 819 MB;
-* parse only, same range: ours 56,141 changes/s vs python-mysql-replication 9,328 changes/s = 6.0x
+* end to end 1,000,000 changes in 26.7 s = **37,521 changes/s** (target 50k/s: missed by 1.33x);
+  operator CPU 16.2 s (parser thread 6.6 s = 152k changes per CPU-second), Spark JVM CPU 26.2 s;
+* 2 commits: chunk 1 = 255k changes read while Spark started, 202k row images, merged in 13.1 s
+  (Spark's first statements); chunk 2 = 745k changes, 439k row images, merged in 6.0 s;
+* peak RSS: operator process 633 MB (under the 1 GB target), Spark JVM 802 MB;
+* parse only, same range: ours 73,887 changes/s vs python-mysql-replication 10,429 changes/s = 7.1x
   (it counted 1,000,030 rows: it re-reads some events after a reconnect; ours exactly 1,000,000);
 * lake == source for all 3 tables (133,018 / 134,907 / 132,075 rows).
 
-Before (2026-11-21 23:39, load average 6.3-9.5): 5,927 changes/s, operator CPU 45.3 s (parser
-thread 28.7 s), Spark JVM 64.5 s. What changed: the C row decoder, one size estimate and one
-locked append per rows event in the store, format-version 3 tables (deletion vectors keep
-consecutive MERGEs from getting dearer), ParallelGC for the local driver.
+Runs of the same build on the same idle machine took 24.7-28.1 s. Before (02:53 the same day):
+17,633 changes/s, operator CPU 27.3 s, Spark JVM 49.4 s in 7 commits.
 
-Why 50k/s is not reached: 20 s per million changes on 2 cores is 40 CPU-seconds, and the Spark JVM
-alone needs ~49 for its start and the MERGEs. Next: fewer, larger MERGEs (less memory per buffered
-change first), a warm Spark (Connect or a long-lived cluster) so a run pays no JVM start or JIT,
-staging from decoded columns instead of per-row dicts.
+Why 50k/s is not reached: 20 s per million changes on 2 cores is 40 CPU-seconds, and this run used
+42.4 (about 13 of Spark's 26.2 are its start and first statements). Next: a warm Spark across task
+runs, less Python per change in the parser.
 """
 
 from __future__ import annotations
