@@ -358,13 +358,11 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
         const Col *c = &plan->cols[i];
         PyObject *v;
         if (nulls[i >> 3] >> (i & 7) & 1) {
-            v = Py_None;
-            Py_INCREF(v);
+            v = Py_NewRef(Py_None);
         } else {
             switch (c->kind) {
             case K_NULL:
-                v = Py_None;
-                Py_INCREF(v);
+                v = Py_NewRef(Py_None);
                 break;
             case K_INT: {
                 Py_ssize_t w = c->p1;
@@ -423,12 +421,7 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 uint32_t x = (uint32_t)le(b + p, 3);
                 p += 3;
                 long y = (long)(x >> 9), m = (long)((x >> 5) & 15), d = (long)(x & 31);
-                if (valid_date(y, m, d)) {
-                    v = PyDate_FromDate((int)y, (int)m, (int)d);
-                } else {
-                    v = Py_None;
-                    Py_INCREF(v);
-                }
+                v = valid_date(y, m, d) ? PyDate_FromDate((int)y, (int)m, (int)d) : Py_NewRef(Py_None);
                 break;
             }
             case K_DATETIME2: {
@@ -438,22 +431,13 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 p += 5 + n;
                 long us = n ? (long)(raw & (((uint64_t)1 << (8 * n)) - 1)) * FRAC_MULT[n] : 0;
                 int64_t x = (int64_t)(raw >> (8 * n)) - (int64_t)0x8000000000LL;
-                v = NULL;
-                if (x >= 0) {
-                    int64_t ym = x >> 22;
-                    long y = (long)(ym / 13), m = (long)(ym % 13), d = (long)((x >> 17) & 31);
-                    long hh = (long)((x >> 12) & 31), mi = (long)((x >> 6) & 63), ss = (long)(x & 63);
-                    if (valid_date(y, m, d) && hh < 24 && mi < 60 && ss < 60 && us < 1000000)
-                        v = PyDateTime_FromDateAndTime((int)y, (int)m, (int)d, (int)hh, (int)mi, (int)ss,
-                                                       (int)us);
-                    else {
-                        v = Py_None;
-                        Py_INCREF(v);
-                    }
-                } else {
-                    v = Py_None;
-                    Py_INCREF(v);
-                }
+                int64_t ym = x >> 22;
+                long y = (long)(ym / 13), m = (long)(ym % 13), d = (long)((x >> 17) & 31);
+                long hh = (long)((x >> 12) & 31), mi = (long)((x >> 6) & 63), ss = (long)(x & 63);
+                if (x >= 0 && valid_date(y, m, d) && hh < 24 && mi < 60 && ss < 60 && us < 1000000)
+                    v = PyDateTime_FromDateAndTime((int)y, (int)m, (int)d, (int)hh, (int)mi, (int)ss, (int)us);
+                else
+                    v = Py_NewRef(Py_None);
                 break;
             }
             case K_TIMESTAMP2: {
@@ -462,8 +446,7 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 uint64_t raw = be(b + p, 4 + n);
                 p += 4 + n;
                 if (raw == 0) {
-                    v = Py_None;
-                    Py_INCREF(v);
+                    v = Py_NewRef(Py_None);
                     break;
                 }
                 int64_t secs = (int64_t)(raw >> (8 * n));
@@ -509,13 +492,11 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 if (c->obj == Py_None) {
                     v = PyLong_FromUnsignedLongLong(x);
                 } else if (x == 0) {
-                    v = EmptyStr;
-                    Py_INCREF(v);
+                    v = Py_NewRef(EmptyStr);
                 } else if (x > (uint64_t)c->nlabels) {
                     v = NULL;
                 } else {
-                    v = PyTuple_GET_ITEM(c->obj, (Py_ssize_t)x - 1);
-                    Py_INCREF(v);
+                    v = Py_NewRef(PyTuple_GET_ITEM(c->obj, (Py_ssize_t)x - 1));
                 }
                 break;
             }
@@ -542,8 +523,7 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                     goto bail;
                 }
                 p = np;
-                v = PyTuple_GET_ITEM(res, 0);
-                Py_INCREF(v);
+                v = Py_NewRef(PyTuple_GET_ITEM(res, 0));
                 Py_DECREF(res);
                 break;
             }

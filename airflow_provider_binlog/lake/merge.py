@@ -295,39 +295,7 @@ class ChangeMerger:
         """
         if self._loose:
             self._fold_loose()
-        routes = self.routes
-        lists: dict[tuple[str, str], list[Entry] | None] = {}  # one route lookup per source and call
-        by_target: dict[str, list[Entry]] = {}
-        rows = 0
-        for e in entries:
-            if type(e) is RowChange:
-                rows += 1
-                source = (e.schema, e.table)
-            elif type(e) is DdlEntry and e.table is not None:
-                source = (e.schema, e.table)
-            else:
-                continue
-            out = lists.get(source, _NO_LIST)
-            if out is _NO_LIST:
-                name = f"{source[0]}.{source[1]}"
-                target = routes.get(name)
-                if target is None and resolve is not None and source not in self._unrouted:
-                    found = resolve(*source)
-                    if found is None:
-                        self._unrouted.add(source)
-                    else:
-                        self.add_route(name, found)
-                        target = routes[name]
-                out = None if target is None else by_target.setdefault(target, [])
-                lists[source] = out
-            if out is not None:
-                out.append(e)
-            elif type(e) is RowChange:
-                rows -= 1
-        t0 = time.perf_counter()
-        for target, taken in by_target.items():
-            self._fold(target, taken)
-        self.timings["collapse"] += time.perf_counter() - t0
+        rows = self._take_in(entries, resolve)
         if self._held >= self.max_rows:
             self._flush(end_position=None)
         return rows
@@ -407,21 +375,44 @@ class ChangeMerger:
 
     def _fold_loose(self) -> None:
         loose, self._loose = self._loose, []
-        t0 = time.perf_counter()
+        self._take_in(loose, None)
+
+    def _take_in(self, entries: Iterable[Entry], resolve: Callable[[str, str], str | None] | None) -> int:
+        """Route entries to their targets and fold them; return how many row changes were routed."""
+        routes = self.routes
+        lists: dict[tuple[str, str], list[Entry] | None] = {}  # one route lookup per source and call
         by_target: dict[str, list[Entry]] = {}
-        for e in loose:
+        rows = 0
+        for e in entries:
             if type(e) is RowChange:
-                source = e.qualified_name
+                rows += 1
+                source = (e.schema, e.table)
             elif type(e) is DdlEntry and e.table is not None:
-                source = f"{e.schema}.{e.table}"
+                source = (e.schema, e.table)
             else:
                 continue
-            target = self.routes.get(source)
-            if target is not None:
-                by_target.setdefault(target, []).append(e)
+            out = lists.get(source, _NO_LIST)
+            if out is _NO_LIST:
+                name = f"{source[0]}.{source[1]}"
+                target = routes.get(name)
+                if target is None and resolve is not None and source not in self._unrouted:
+                    found = resolve(*source)
+                    if found is None:
+                        self._unrouted.add(source)
+                    else:
+                        self.add_route(name, found)
+                        target = routes[name]
+                out = None if target is None else by_target.setdefault(target, [])
+                lists[source] = out
+            if out is not None:
+                out.append(e)
+            elif type(e) is RowChange:
+                rows -= 1
+        t0 = time.perf_counter()
         for target, taken in by_target.items():
             self._fold(target, taken)
         self.timings["collapse"] += time.perf_counter() - t0
+        return rows
 
     def _fold(self, target: str, entries: list[Entry]) -> None:
         """Fold one target's new entries into its pending chunk."""

@@ -538,7 +538,7 @@ class BinlogToSparkOperator(BaseOperator):
                     timings["buffer"] += clock() - t1 - (timings["spark_start"] - started_spark)
                 elif not pending and in_flight is not None:  # nothing to read now: give the commit time
                     wait([in_flight[0]], timeout=0.5)
-                held = merger.held if merger is not None else rows
+                held = merger.held if merger is not None else 0  # nothing is folded before Spark is up
                 # the held images' bytes, estimated from the changes read for them
                 full = held >= self.max_rows_per_commit or (
                     rows and size * held // rows >= self.max_bytes_per_commit
