@@ -68,11 +68,17 @@ class RateWriter:
         self.written = 0
         self.seconds = 0.0
         self._stop = threading.Event()
+        self._wrote = threading.Event()  # the first statements are committed (or the writer failed)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="rate-writer", daemon=True)
 
-    def start(self) -> RateWriter:
+    def start(self, timeout: float = 30.0) -> RateWriter:
+        """Start writing and return once the first statements are committed, so a run started
+        next has changes before its stop point (re-raises the writer's error)."""
         self._thread.start()
+        self._wrote.wait(timeout)
+        if self._error is not None:
+            raise self._error
         return self
 
     def stop(self) -> int:
@@ -97,11 +103,13 @@ class RateWriter:
                             conn, math.floor(due / STATEMENTS_PER_GROUP), seed=self.seed
                         )
                         self.written += sum(counts.values())
+                        self._wrote.set()
             finally:
                 self.seconds = time.monotonic() - started
                 conn.close()
         except BaseException as exc:
             self._error = exc
+            self._wrote.set()
 
 
 @dataclass(frozen=True)
