@@ -17,7 +17,8 @@ Users with Maven access can set ``spark.jars.packages`` instead
 
 Command line (the setup script calls it)::
 
-    python -m airflow_provider_binlog.lake.jars     # builds if needed, prints the jar paths
+    python -m airflow_provider_binlog.lake.jars     # builds if needed, prints the jar paths and
+                                                    # the driver's class archive (.class_archive)
 """
 
 from __future__ import annotations
@@ -145,14 +146,25 @@ def local_jars(build: bool = True) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the relocated Jackson jar if needed and print every local jar path, one per line."""
+    """Build the relocated Jackson jar and the driver's class archive if needed (see
+    :mod:`.class_archive`; a failed archive is a warning, Spark then starts without one) and print
+    every local jar path, one per line, then the archive's."""
     del argv
+    from airflow_provider_binlog.lake import class_archive
+
     try:
         for path in local_jars():
             print(path)
     except LakeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    try:
+        archive = class_archive.build()
+    except LakeError as exc:
+        print(f"warning: Spark's driver starts without a class archive (slower): {exc}", file=sys.stderr)
+    else:
+        if archive is not None:
+            print(archive)
     return 0
 
 

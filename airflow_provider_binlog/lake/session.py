@@ -19,7 +19,10 @@ Defaults (each one is overridden by the same key in ``conf``):
                                              the optimizing JIT cost about 40% of its CPU) and
                                              ``-XX:+UseParallelGC`` (the throughput collector:
                                              about 7% less JVM CPU than G1 for session start and
-                                             5 MERGEs; ``bench/merge_variants.py --jit``)
+                                             5 MERGEs; ``bench/merge_variants.py --jit``);
+                                             and ``-XX:SharedArchiveFile`` when the class
+                                             archive of :mod:`.class_archive` was built (about
+                                             half the JVM CPU of a start and first MERGE)
 ``spark.ui.enabled``                         ``false`` for a local master
 ``spark.sql.shuffle.partitions``             ``8`` for a local master
 ===========================================  ==================================================
@@ -35,7 +38,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import jars
+from airflow_provider_binlog.lake import class_archive, jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,6 +85,19 @@ def quiet_log_config() -> Path:
     return path
 
 
+def driver_java_options(local: bool) -> str:
+    """The driver JVM options this module sets when the user sets none (the class archive aside)."""
+    java = f"-Dlog4j2.configurationFile=file:{quiet_log_config()}"
+    return java + (" -XX:TieredStopAtLevel=1 -XX:+UseParallelGC" if local else "")
+
+
+def _append_path(existing: str | None, extra: str) -> str:
+    parts = [p for p in (existing or "").split(os.pathsep) if p.strip()]
+    if extra not in parts:
+        parts.append(extra)
+    return os.pathsep.join(parts)
+
+
 def _append_csv(existing: str | None, extra: str) -> str:
     parts = [p for p in (existing or "").split(",") if p.strip()]
     if extra not in parts:
@@ -126,15 +142,25 @@ def session_conf(
     if "spark.sql.extensions" in user:
         user["spark.sql.extensions"] = _append_csv(user["spark.sql.extensions"], ICEBERG_EXTENSIONS)
     if not user.get("spark.jars.packages"):
-        merged = user.pop("spark.jars", None)
-        for path in jars.local_jars():
-            merged = _append_csv(merged, str(path))
-        out["spark.jars"] = merged or ""
+        if master.startswith("local"):
+            # the driver is the executor: the jars go on its class path, loaded (and archived, see
+            # .class_archive) by the application class loader like Spark's own
+            merged = user.pop("spark.driver.extraClassPath", None)
+            for path in jars.local_jars():
+                merged = _append_path(merged, str(path))
+            out["spark.driver.extraClassPath"] = merged or ""
+        else:
+            merged = user.pop("spark.jars", None)
+            for path in jars.local_jars():
+                merged = _append_csv(merged, str(path))
+            out["spark.jars"] = merged or ""
     if "spark.driver.extraJavaOptions" not in user:
-        java = f"-Dlog4j2.configurationFile=file:{quiet_log_config()}"
-        out["spark.driver.extraJavaOptions"] = java + (
-            " -XX:TieredStopAtLevel=1 -XX:+UseParallelGC" if master.startswith("local") else ""
-        )
+        local = master.startswith("local")
+        java = driver_java_options(local)
+        archive = class_archive.existing_archive() if local else None
+        if archive is not None:
+            java += f" -XX:SharedArchiveFile={archive}"
+        out["spark.driver.extraJavaOptions"] = java
     out.update(user)
     out["spark.master"] = master
     return out
