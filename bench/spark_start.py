@@ -48,7 +48,9 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
         changes = _training_changes(rows)
         half = len(changes) // 2
         marks = [t1]
-        with ChangeMerger(spark, "bench", {"train.t": "lake.train.t"}, staging_root=str(Path(work) / "st")) as m:
+        with ChangeMerger(
+            spark, "bench", {"train.t": "lake.train.t"}, staging_root=str(Path(work) / "st")
+        ) as m:
             for part in (changes[:half], changes[half:]):
                 m.add_many(part)
                 m.commit(m.take(), part[-1].end_position)
@@ -63,9 +65,13 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=4, help="runs per mode")
-    parser.add_argument("--rows", type=int, default=20_000, help="rows inserted (a third updated, a fifth deleted)")
+    parser.add_argument(
+        "--rows", type=int, default=20_000, help="rows inserted (a third updated, a fifth deleted)"
+    )
     parser.add_argument("--conf", action="append", default=[], help="extra Spark setting k=v (both modes)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -99,12 +105,17 @@ def main() -> int:
         return 1
     med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in results.items()}
     for m, v in med.items():
-        print(f"median {m:>7}: session {v['session']:.2f} s, first commit {v['create']:.2f} s, "
-              f"MERGE {v['merge']:.2f} s, total {v['total']:.2f} s, JVM CPU {v['jvm_cpu']:.1f} s")  # fmt: skip
+        print(
+            f"median {m:>7}: session {v['session']:.2f} s, first commit {v['create']:.2f} s, "
+            f"MERGE {v['merge']:.2f} s, total {v['total']:.2f} s, JVM CPU {v['jvm_cpu']:.1f} s"
+        )
     off, on = med["off"], med["archive"]
-    print(f"RESULT: with the class archive a task's Spark start and first two commits take {on['total']:.1f} s "
-          f"instead of {off['total']:.1f} s ({off['total'] / on['total']:.2f}x), JVM CPU {on['jvm_cpu']:.1f} "
-          f"instead of {off['jvm_cpu']:.1f} s ({off['jvm_cpu'] / on['jvm_cpu']:.2f}x)")  # fmt: skip
+    print(
+        f"RESULT: with the class archive a task's Spark start and first two commits take "
+        f"{on['total']:.1f} s instead of {off['total']:.1f} s ({off['total'] / on['total']:.2f}x), "
+        f"JVM CPU {on['jvm_cpu']:.1f} instead of {off['jvm_cpu']:.1f} s "
+        f"({off['jvm_cpu'] / on['jvm_cpu']:.2f}x)"
+    )
     return 0
 
 

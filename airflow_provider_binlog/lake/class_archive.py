@@ -16,9 +16,11 @@ start plus a first MERGE this halves the JVM's CPU (``bench/spark_start.py``).
   one, Spark starts as it always did. ``BINLOG_CDC_CLASS_ARCHIVE=off`` turns it off.
 * **Kept in** :func:`..jars.cache_dir` as ``spark-driver-<key>.jsa`` (about 160 MB). The key hashes
   what the JVM checks when it maps an archive: the ``java`` binary, and the name, size and mtime of
-  every jar on the driver's class path (PySpark's ``jars/`` and the local Iceberg jars). A new Java,
+  every jar on the driver's class path (Spark's ``jars/``, from ``$SPARK_HOME`` when set, and the
+  local Iceberg jars, which a local driver has on its class path for this reason). A new Java,
   PySpark or Iceberg gives a new key, so a stale archive is never handed to a JVM (which would
-  refuse it with a warning and start slowly); building removes archives of older keys.
+  refuse it with a warning and start slowly); building removes archives of older keys. A user's
+  own ``spark.driver.extraClassPath`` or ``spark.driver.extraJavaOptions`` leaves it unused.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from airflow_provider_binlog.lake.errors import LakeError
 ARCHIVE_ENV = "BINLOG_CDC_CLASS_ARCHIVE"
 PREFIX = "spark-driver-"
 SUFFIX = ".jsa"
+FORMAT = "driver class path v1"
+"""Part of the key: changes when what the training run loads, or how, changes."""
 
 
 def enabled() -> bool:
@@ -67,11 +71,13 @@ def archive_key() -> str | None:
     java = _java()
     if java is None:
         return None
+    spark_home = os.environ.get("SPARK_HOME")  # spark-submit takes Spark's jars from there when set
+    spark_jars = Path(spark_home) / "jars" if spark_home else jars.pyspark_jars_dir()
     try:
-        classpath = sorted(jars.pyspark_jars_dir().glob("*.jar")) + jars.local_jars(build=False)
+        classpath = sorted(spark_jars.glob("*.jar")) + jars.local_jars(build=False)
     except LakeError:
         return None
-    parts = [str(java), _fingerprint(java), *(f"{p.parent}/{_fingerprint(p)}" for p in classpath)]
+    parts = [FORMAT, str(java), _fingerprint(java), *(f"{p.parent}/{_fingerprint(p)}" for p in classpath)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -182,10 +188,11 @@ def _training_changes(rows: int = 200) -> list[Any]:
         pos = BinlogPosition("mysql-bin.000001", 4 + 100 * n)
         changes.append(
             RowChange(
-                "train", "train", "t", op, before, after, ("id",), pos, BinlogPosition(pos.file, pos.pos + 100),
-                None, 1_700_000_000 + n, OrderKey(1, pos.pos, -1, 0), schema,
-            )  # fmt: skip
-        )
+                "train", "train", "t", op, before, after, ("id",), pos,
+                BinlogPosition(pos.file, pos.pos + 100), None, 1_700_000_000 + n, OrderKey(1, pos.pos, -1, 0),
+                schema,
+            )
+        )  # fmt: skip
 
     for i in range(rows):
         add(Op.INSERT, None, image(i, 0))
@@ -212,7 +219,8 @@ def train(output: Path) -> None:
         proc = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
         changes = _training_changes()
         half = len(changes) // 2
-        merger = ChangeMerger(spark, "train", {"train.t": "lake.train.t"}, staging_root=str(Path(work) / "stage"))
+        stage = str(Path(work) / "stage")
+        merger = ChangeMerger(spark, "train", {"train.t": "lake.train.t"}, staging_root=stage)
         try:
             for part in (changes[:half], changes[half:]):  # a create + insert, then a MERGE
                 merger.add_many(part)

@@ -6,7 +6,10 @@ Defaults (each one is overridden by the same key in ``conf``):
 ``spark.master``                             ``local[*]`` (or the ``master`` argument)
 ``spark.jars``                               the Iceberg runtime jar and the relocated Jackson jar
                                              (see :mod:`.jars`); left out when ``conf`` sets
-                                             ``spark.jars.packages``
+                                             ``spark.jars.packages``; for a local master they go
+                                             on ``spark.driver.extraClassPath`` instead (the
+                                             driver is the executor; the class archive covers
+                                             classes of the class path only)
 ``spark.sql.extensions``                     ``IcebergSparkSessionExtensions``
 ``spark.sql.catalog.<catalog>``              ``org.apache.iceberg.spark.SparkCatalog``, type
                                              ``hadoop``, on ``warehouse`` (only when ``conf`` says
@@ -21,8 +24,9 @@ Defaults (each one is overridden by the same key in ``conf``):
                                              about 7% less JVM CPU than G1 for session start and
                                              5 MERGEs; ``bench/merge_variants.py --jit``);
                                              and ``-XX:SharedArchiveFile`` when the class
-                                             archive of :mod:`.class_archive` was built (about
-                                             half the JVM CPU of a start and first MERGE)
+                                             archive of :mod:`.class_archive` was built and
+                                             ``conf`` sets no ``spark.driver.extraClassPath``
+                                             (0.6x the JVM CPU of a start and first MERGEs)
 ``spark.ui.enabled``                         ``false`` for a local master
 ``spark.sql.shuffle.partitions``             ``8`` for a local master
 ===========================================  ==================================================
@@ -120,6 +124,8 @@ def session_conf(
     """
     user = dict(conf or {})
     master = master or user.get("spark.master") or "local[*]"
+    # the archive holds classes of the class path it was built with: one of the user's is another
+    own_classpath = bool(user.get("spark.driver.extraClassPath"))
     out: dict[str, str] = {
         "spark.master": master,
         "spark.sql.session.timeZone": "UTC",
@@ -157,7 +163,7 @@ def session_conf(
     if "spark.driver.extraJavaOptions" not in user:
         local = master.startswith("local")
         java = driver_java_options(local)
-        archive = class_archive.existing_archive() if local else None
+        archive = class_archive.existing_archive() if local and not own_classpath else None
         if archive is not None:
             java += f" -XX:SharedArchiveFile={archive}"
         out["spark.driver.extraJavaOptions"] = java

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import os
 import zipfile
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
-from airflow_provider_binlog.lake import jars
+from airflow_provider_binlog.lake import class_archive, jars
 from airflow_provider_binlog.lake.ddl import new_table_properties, partition_field
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
 from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
@@ -193,10 +194,16 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
     java = conf["spark.driver.extraJavaOptions"].split()
     assert "-XX:TieredStopAtLevel=1" in java and "-XX:+UseParallelGC" in java
-    assert (
-        "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
-        and jars.SHADED_JACKSON_NAME in conf["spark.jars"]
-    )
+    # a local driver is its own executor: the jars go on its class path (where the class archive
+    # covers them); a cluster gets them through spark.jars
+    assert "spark.jars" not in conf
+    classpath = conf["spark.driver.extraClassPath"].split(os.pathsep)
+    assert "iceberg-spark-runtime-3.5_2.12" in classpath[0]
+    assert classpath[1].endswith(jars.SHADED_JACKSON_NAME)
+    conf = session_conf(master="spark://h:7077", conf={"spark.jars": "/opt/x.jar"})
+    assert conf["spark.jars"].split(",")[0] == "/opt/x.jar"
+    assert "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
+    assert "spark.driver.extraClassPath" not in conf
     # a property of the default catalog alone keeps the default catalog
     conf = session_conf(conf={"spark.sql.catalog.lake.cache-enabled": "false"})
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
@@ -223,6 +230,8 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
 
 def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
+    # main() builds the class archive too (tests/lake/test_class_archive.py): not here
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")
     if not Path(jars.JARJAR_DEFAULT).exists():
         pytest.skip("libjarjar-java is not installed")
     with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.jars"):
