@@ -19,7 +19,8 @@ start plus a first MERGE this halves the JVM's CPU (``bench/spark_start.py``).
   every jar on the driver's class path (Spark's ``jars/``, from ``$SPARK_HOME`` when set, and the
   local Iceberg jars, which a local driver has on its class path for this reason). A new Java,
   PySpark or Iceberg gives a new key, so a stale archive is never handed to a JVM (which would
-  refuse it with a warning and start slowly); building removes archives of older keys. A user's
+  refuse it with a warning and start slowly); building removes the archives of the same install's
+  earlier jars (another virtual environment's archive stays). A user's
   own ``spark.driver.extraClassPath`` or ``spark.driver.extraJavaOptions`` leaves it unused.
 """
 
@@ -67,7 +68,9 @@ def _fingerprint(path: Path) -> str:
 
 
 def archive_key() -> str | None:
-    """The key of this machine's archive (see the module docstring); ``None`` without a JVM or jars."""
+    """The key of this machine's archive (see the module docstring), ``<where>-<what>``: a hash of
+    where the JVM and the jars are installed, then of their sizes and mtimes; ``None`` without a
+    JVM or jars."""
     java = _java()
     if java is None:
         return None
@@ -77,8 +80,13 @@ def archive_key() -> str | None:
         classpath = sorted(spark_jars.glob("*.jar")) + jars.local_jars(build=False)
     except LakeError:
         return None
-    parts = [FORMAT, str(java), _fingerprint(java), *(f"{p.parent}/{_fingerprint(p)}" for p in classpath)]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    where = [FORMAT, str(java), str(spark_jars), *(str(p) for p in classpath if p.parent != spark_jars)]
+    what = [_fingerprint(java), *(_fingerprint(p) for p in classpath)]
+    return f"{_hash(where)}-{_hash(what)}"
+
+
+def _hash(parts: list[str]) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def archive_path(key: str | None = None) -> Path | None:
@@ -108,7 +116,7 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
         return None
     key = archive_key()
     target = archive_path(key)
-    if target is None:
+    if key is None or target is None:
         return None
     if target.is_file() and not force:
         return target
@@ -128,7 +136,8 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    for old in target.parent.glob(f"{PREFIX}*{SUFFIX}"):
+    where = key.split("-")[0]  # archives of this install's earlier jars (those of others stay)
+    for old in target.parent.glob(f"{PREFIX}{where}-*{SUFFIX}"):
         if old != target:
             old.unlink(missing_ok=True)
     return target

@@ -352,6 +352,12 @@ class ChangeMerger:
             out[self._display(name)] = mark
         return out
 
+    def load_marks(self) -> None:
+        """Load every routed target's committed mark now, as the first fold of each would (a caller
+        that folds on another thread than Spark's start then never waits for a table to load)."""
+        for target in sorted(set(self.routes.values())):
+            self._mark(target)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)

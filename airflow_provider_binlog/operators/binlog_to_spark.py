@@ -5,7 +5,8 @@ One run::
     take the destination's running node  (waits running_timeout, then fails naming the holder)
     snapshot=initial|when_needed: snapshot (or resume the snapshot of) the tables that need one
     read the cursor; reconcile batches an earlier attempt left un-acked (marks vs. lake snapshots)
-    fix the stop point (head at task start by default); start Spark in the committer thread
+    fix the stop point (head at task start by default); start Spark in the committer thread and
+          load each known target's mark there (batches read meanwhile wait in the store)
     loop: get batch -> merger.add_many (folded to the last change per key at once; the batch's
           memory in the store is released, not acked) ... every max_rows_per_commit /
           max_bytes_per_commit held, or when nothing more is buffered, hand the chunk to the
@@ -407,7 +408,7 @@ class BinlogToSparkOperator(BaseOperator):
         merger: ChangeMerger | None = None
         # commits run on this thread (see the loop); it first starts Spark while the parser reads
         committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
-        starting: Future[Any] | None = None
+        starting: Future[ChangeMerger] | None = None
         collector = CollectorPause()
         try:
             # one consumer per destination from before the snapshot to the end of the run
@@ -431,17 +432,24 @@ class BinlogToSparkOperator(BaseOperator):
                 try_number=ti.try_number, label=label,
             )  # fmt: skip
 
-            if spark is None:  # the JVM starts (seconds) while the first chunk is read
-                starting = committer.submit(self._spark)
+            def start_merger() -> ChangeMerger:
+                """Spark, then the merger with every known target's mark loaded (the first fold of a
+                target would wait for Spark to load its table otherwise)."""
+                made = ChangeMerger(
+                    spark or self._spark(), self.destination, self._known_routes(hook, routes),
+                    self.target_options, max_rows=self.max_rows_per_commit + self.batch_size + 1,
+                )  # fmt: skip
+                made.load_marks()
+                return made
+
+            # the JVM starts and reads the lake's marks (seconds) while the first chunk is read
+            starting = made_merger = committer.submit(start_merger)
 
             def open_merger() -> ChangeMerger:
                 nonlocal spark, merger
                 if merger is None:
-                    spark = spark or (starting.result() if starting is not None else self._spark())
-                    merger = ChangeMerger(
-                        spark, self.destination, self._known_routes(hook, routes), self.target_options,
-                        max_rows=self.max_rows_per_commit + self.batch_size + 1,
-                    )  # fmt: skip
+                    merger = made_merger.result()
+                    spark = merger.spark
                 return merger
 
             if instance.stale_marks:
@@ -508,7 +516,7 @@ class BinlogToSparkOperator(BaseOperator):
                 nonlocal rows
                 if batch_id is not None:
                     early.append((batch_id, entries))
-                if merger is None and not wait_for_spark and starting is not None and not starting.done():
+                if merger is None and not wait_for_spark and not made_merger.done():
                     return
                 if merger is None:
                     t0 = clock()
@@ -599,8 +607,9 @@ class BinlogToSparkOperator(BaseOperator):
             instance.close()
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
             collector.__exit__()
-            if spark is None and starting is not None and starting.exception() is None:
-                spark = starting.result()  # started, never used
+            if merger is None and starting is not None and starting.exception() is None:
+                merger = starting.result()  # made, never used
+                spark = merger.spark
             if merger is not None:
                 merger.close()
             hook.close()

@@ -35,7 +35,8 @@ def test_the_key_follows_the_jvm_and_every_jar_of_the_class_path(
     jackson = cache / jars.SHADED_JACKSON_NAME
     os.utime(jackson, ns=(1, 1))  # a rebuilt jar
     moved = class_archive.archive_key()
-    assert moved not in (None, key)
+    assert moved is not None and moved != key
+    assert moved.split("-")[0] == key.split("-")[0]  # the same install: a build replaces its archive
     home = tmp_path / "spark"
     (home / "jars").mkdir(parents=True)
     (home / "jars" / "spark-core.jar").write_bytes(b"x")
@@ -80,13 +81,19 @@ def test_a_built_archive_is_mapped_by_a_new_local_driver(
     shutil.copy2(real_jackson, cache / jars.SHADED_JACKSON_NAME)
     monkeypatch.setenv(jars.CACHE_ENV, str(cache))
     monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
-    stale = cache / f"{class_archive.PREFIX}0123456789abcdef{class_archive.SUFFIX}"
-    stale.write_bytes(b"an archive of an older Java")
+    key = class_archive.archive_key()
+    assert key is not None
+    where = key.split("-")[0]
+    stale = cache / f"{class_archive.PREFIX}{where}-0123456789ab{class_archive.SUFFIX}"
+    stale.write_bytes(b"an archive of this install's earlier jars")
+    other = cache / f"{class_archive.PREFIX}0123456789ab-0123456789ab{class_archive.SUFFIX}"
+    other.write_bytes(b"the archive of another virtual environment")
 
     path = class_archive.build()
     assert path is not None and path == class_archive.archive_path() and path.stat().st_size > 10 * 2**20
-    assert not stale.exists()
+    assert not stale.exists() and other.exists()
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []  # no temp file left
+    other.unlink()
     built = path.stat().st_mtime_ns
     assert class_archive.build() == path and path.stat().st_mtime_ns == built  # not built twice
 
