@@ -408,6 +408,7 @@ class BinlogToSparkOperator(BaseOperator):
         merger: ChangeMerger | None = None
         # commits run on this thread (see the loop); it first starts Spark while the parser reads
         committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+        session: Future[Any] | None = None  # Spark's start, then the merger's (one thread: in order)
         starting: Future[ChangeMerger] | None = None
         collector = CollectorPause()
         try:
@@ -415,6 +416,8 @@ class BinlogToSparkOperator(BaseOperator):
             instance.hold(self.running_timeout)
             if self.snapshot != "never":
                 spark = self._initial_snapshot(hook, instance, routes)
+            else:  # the JVM starts (seconds) while the stop point is fixed and the parser starts
+                session = committer.submit(self._spark)
             stop = self._stop_point(context, instance.client)
             collector.__enter__()  # from the parser's start to the end of the drain
             try:
@@ -436,13 +439,14 @@ class BinlogToSparkOperator(BaseOperator):
                 """Spark, then the merger with every known target's mark loaded (the first fold of a
                 target would wait for Spark to load its table otherwise)."""
                 made = ChangeMerger(
-                    spark or self._spark(), self.destination, self._known_routes(hook, routes),
+                    spark or (session.result() if session is not None else self._spark()),
+                    self.destination, self._known_routes(hook, routes),
                     self.target_options, max_rows=self.max_rows_per_commit + self.batch_size + 1,
                 )  # fmt: skip
                 made.load_marks()
                 return made
 
-            # the JVM starts and reads the lake's marks (seconds) while the first chunk is read
+            # Spark reads the lake's marks (seconds, with its start) while the first chunk is read
             starting = made_merger = committer.submit(start_merger)
 
             def open_merger() -> ChangeMerger:
@@ -610,6 +614,8 @@ class BinlogToSparkOperator(BaseOperator):
             if merger is None and starting is not None and starting.exception() is None:
                 merger = starting.result()  # made, never used
                 spark = merger.spark
+            if spark is None and session is not None and session.exception() is None:
+                spark = session.result()  # started, never used
             if merger is not None:
                 merger.close()
             hook.close()
