@@ -26,6 +26,7 @@ Defaults (each one is overridden by the same key in ``conf``):
                                              and ``-XX:SharedArchiveFile`` when the class
                                              archive of :mod:`.class_archive` was built and
                                              ``conf`` sets no ``spark.driver.extraClassPath``
+                                             nor ``spark.jars.packages``
                                              (0.6x the JVM CPU of a start and first MERGEs)
 ``spark.ui.enabled``                         ``false`` for a local master
 ``spark.sql.shuffle.partitions``             ``8`` for a local master
@@ -124,8 +125,8 @@ def session_conf(
     """
     user = dict(conf or {})
     master = master or user.get("spark.master") or "local[*]"
-    # the archive holds classes of the class path it was built with: one of the user's is another
-    own_classpath = bool(user.get("spark.driver.extraClassPath"))
+    # the archive holds classes of the class path it was built with (ours): the user's is another
+    own_classpath = bool(user.get("spark.driver.extraClassPath") or user.get("spark.jars.packages"))
     out: dict[str, str] = {
         "spark.master": master,
         "spark.sql.session.timeZone": "UTC",

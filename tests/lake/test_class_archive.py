@@ -65,6 +65,7 @@ def test_a_session_maps_the_archive_only_when_built_local_and_unconfigured(
     assert f"-XX:SharedArchiveFile={path}" in java_options().split()
     assert "SharedArchiveFile" not in java_options(master="spark://h:7077")  # a cluster's driver
     assert "SharedArchiveFile" not in java_options(conf={"spark.driver.extraClassPath": "/opt/own.jar"})
+    assert "SharedArchiveFile" not in java_options(conf={"spark.jars.packages": jars.ICEBERG_MAVEN_PACKAGE})
     assert java_options(conf={"spark.driver.extraJavaOptions": "-Xmx2g"}) == "-Xmx2g"  # the user's own
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")
     assert "SharedArchiveFile" not in java_options() and class_archive.build() is None

@@ -155,6 +155,30 @@ def test_reapplying_a_committed_batch_is_a_no_op(spark: Any) -> None:
     assert commits.read_mark(spark, target, "other") is None
 
 
+def test_marks_loaded_up_front_skip_what_the_lake_holds(spark: Any) -> None:
+    """``load_marks`` (the operator calls it in the commit thread while the parser reads) reads the
+    mark of every routed target, existing or not, and folding then skips what the lake holds."""
+    schema, other = _simple_table(), _simple_table("u")
+    ns = _ns()
+    target, missing = f"lake.{ns}.t", f"lake.{ns}.u"
+    batch: list[Entry] = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(4)]
+    merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch))
+    more = [_row(schema, Op.UPDATE, 10, {"id": 0, "v": "x0"}, {"id": 0, "v": "new"})]
+    more.append(_row(other, Op.INSERT, 11, None, {"id": 7, "v": "u7"}))
+    with ChangeMerger(spark, "dest", {"db.t": target, "db.u": missing}) as merger:
+        merger.load_marks()
+        loaded = merger._marks  # what the first fold of each target would otherwise wait for
+        t, u = quote_parts(("lake", ns, "t")), quote_parts(("lake", ns, "u"))
+        assert loaded == {t: commits.read_mark(spark, target, "dest"), u: None}
+        assert loaded[t] is not None
+        merger.add_many([*batch, *more])  # the 4 inserts again (an attempt that crashed before its ack)
+        counts = merger.commit(merger.take(), _end(more))
+    assert counts[target].skipped == 4 and counts[target].updated == 1 and counts[target].inserted == 0
+    assert counts[missing].inserted == 1
+    assert {r[0]: r[1] for r in spark.table(target).collect()} == {0: "new", 1: "x1", 2: "x2", 3: "x3"}
+    assert [tuple(r) for r in spark.table(missing).collect()] == [(7, "u7")]
+
+
 def test_deletes_are_deletion_vectors_committed_with_the_mark(spark: Any) -> None:
     """A default table is v3: a MERGE's deletes are deletion vectors, in the commit carrying the mark."""
     schema = _simple_table()
