@@ -3,14 +3,15 @@
 A task's driver JVM spends most of its start and of its first statements loading, verifying and
 linking some 20,000 classes (Spark, Catalyst, Iceberg, Parquet, Hadoop). Java 13 and later can
 dump the classes a JVM loaded into an archive when it exits (``-XX:ArchiveClassesAtExit``) and map
-them, already parsed and verified, into the next JVM (``-XX:SharedArchiveFile``). For a session
-start plus a first MERGE this halves the JVM's CPU (``bench/spark_start.py``).
+them, already parsed and verified, into the next JVM (``-XX:SharedArchiveFile``). A session start
+plus its first two commits then takes 0.6x the wall time and JVM CPU (``bench/spark_start.py``).
 
 * **Built by** ``python -m airflow_provider_binlog.lake.jars`` (``dev.sh setup``; the container image
   runs it too): a training run in a child process starts a local session with
   ``-XX:ArchiveClassesAtExit``, merges a few changes of every column type into a throwaway Iceberg
   table through :class:`..merge.ChangeMerger`, reads it back, stops, and waits for its JVM to write
-  the archive at exit; the file is then renamed into place (a killed build leaves no archive).
+  the archive at exit; the file is then renamed into place (a killed build leaves no archive, at
+  most a temporary file that the next build removes).
 * **Used by** :func:`..session.session_conf` for a local master when the user sets no
   ``spark.driver.extraJavaOptions`` and an archive for this machine's JVM and jars exists. Without
   one, Spark starts as it always did. ``BINLOG_CDC_CLASS_ARCHIVE=off`` turns it off.
@@ -120,9 +121,15 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
         return None
     if target.is_file() and not force:
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{PREFIX}", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for left in target.parent.glob(f".{PREFIX}*.tmp"):  # of a build killed over `timeout` ago
+            if time.time() - left.stat().st_mtime > timeout:
+                left.unlink(missing_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{PREFIX}", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise LakeError(f"cannot write the class archive into {target.parent}: {exc}") from None
     tmp = Path(tmp_name)
     tmp.unlink()  # the JVM creates it at exit
     try:
@@ -134,6 +141,8 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
             tail = (proc.stdout + proc.stderr).strip()[-2000:]
             raise LakeError(f"the JVM class archive training run failed ({proc.returncode}): {tail}")
         os.replace(tmp, target)
+    except subprocess.TimeoutExpired:
+        raise LakeError(f"the JVM class archive training run took over {timeout:.0f} s") from None
     finally:
         tmp.unlink(missing_ok=True)
     where = key.split("-")[0]  # archives of this install's earlier jars (those of others stay)
