@@ -17,7 +17,7 @@ from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import class_archive, jars
 from airflow_provider_binlog.lake.ddl import new_table_properties, partition_field
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
-from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, session_conf
+from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, local_cores, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
 from airflow_provider_binlog.lake.types import LakeColumn, TypeOptions, map_column, widening
@@ -204,6 +204,11 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.jars"].split(",")[0] == "/opt/x.jar"
     assert "iceberg-spark-runtime-3.5_2.12" in conf["spark.jars"]
     assert "spark.driver.extraClassPath" not in conf
+    # one shuffle partition per local core (one task each, fewer and larger data files)
+    assert session_conf()["spark.sql.shuffle.partitions"] == str(os.cpu_count())
+    assert session_conf(master="local[3]")["spark.sql.shuffle.partitions"] == "3"
+    assert session_conf(master="local")["spark.sql.shuffle.partitions"] == "1"
+    assert local_cores("local[2, 4]") == 2 and local_cores("local[*]") == os.cpu_count()
     # a property of the default catalog alone keeps the default catalog
     conf = session_conf(conf={"spark.sql.catalog.lake.cache-enabled": "false"})
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
