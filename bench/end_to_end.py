@@ -36,27 +36,26 @@ parser thread's CPU seconds (psutil, by thread id), and the operator's log line 
     .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
     .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
 
-Measured 2026-11-24 16:26 UTC, 2 cores (load average 1.5 at the start: a demo had just run). 1M
-changes, ``local[2]``, file meta store, product defaults (batch 5,000, up to 1M row images or 1 GiB
-per commit, changes folded to the last per key as they are read, the tables of a chunk merged side
-by side, merge-on-read format-version 3 tables, the C row decoder, the cyclic GC paused during the
-drain, the driver's class archive built by ``dev.sh setup``), tables of 100k rows each growing to
-~133k:
+Measured 2026-11-24 16:49 UTC, 2 cores (load average 1.5 at the start: other benchmarks had just
+run). 1M changes, ``local[2]``, file meta store, product defaults (batch 5,000, up to 1M row images
+or 1 GiB per commit, changes folded to the last per key as they are read, the tables of a chunk
+merged side by side, merge-on-read format-version 3 tables, the C row decoder, the cyclic GC paused
+during the drain, the driver's class archive built by ``dev.sh setup``, one shuffle partition per
+core), tables of 100k rows each growing to ~133k:
 
-* end to end 1,000,000 changes in 17.4 s = **57,622 changes/s** (target 50k/s: met); operator CPU
-  10.5 s (parser thread 4.0 s), Spark JVM CPU 17.2 s;
+* end to end 1,000,000 changes in 15.5 s = **64,585 changes/s** (target 50k/s: met); operator CPU
+  9.2 s (parser thread 3.4 s), Spark JVM CPU 15.1 s;
 * 2 commits: chunk 1 = 255k changes read while Spark started and loaded the marks, 202k row images,
-  merged in 8.0 s; chunk 2 = 745k changes, 439k row images, merged in 4.8 s;
-* peak RSS: operator process 624 MB (under the 1 GB target), Spark JVM 874 MB;
-* parse only, same range: ours 104,196 changes/s vs python-mysql-replication 20,685 changes/s = 5.0x
+  merged in 7.3 s; chunk 2 = 745k changes, 439k row images, merged in 4.6 s;
+* peak RSS: operator process 634 MB (under the 1 GB target), Spark JVM 750 MB;
+* parse only, same range: ours 115,337 changes/s vs python-mysql-replication 20,662 changes/s = 5.6x
   (it counted 1,000,030 rows: it re-reads some events after a reconnect; ours exactly 1,000,000);
 * lake == source for all 3 tables (133,018 / 134,907 / 132,075 rows).
 
-Same machine, same day: 4 runs of this build 54.3k-57.7k changes/s; with
-``BINLOG_CDC_CLASS_ARCHIVE=off`` 53,315 (Spark JVM 20.0 CPU-s); the build before (no class archive,
-Iceberg jars through ``spark.jars``, marks read on the first fold) 48,564 (JVM 21.9 CPU-s). The
-machine's speed varies by day: on 2026-11-22 the same baseline parsed 10.4k changes/s, and that
-build made 37,521 changes/s.
+Same machine, same day: the build before this session's changes 48,564 changes/s (JVM 21.9
+CPU-s); with the class archive and the marks loaded early, 8 shuffle partitions, 54.3k-57.7k in 4
+runs; the final build 60.5k and 64.6k in 2 runs. The machine's speed varies by day: on 2026-11-22
+the same baseline parsed 10.4k changes/s (20.7k today), and the build of then made 37,521 changes/s.
 """
 
 from __future__ import annotations
