@@ -37,7 +37,7 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
     import psutil
 
     t0 = time.monotonic()
-    from airflow_provider_binlog.lake.class_archive import _training_changes
+    from airflow_provider_binlog.lake.class_archive import training_changes
     from airflow_provider_binlog.lake.merge import ChangeMerger
     from airflow_provider_binlog.lake.session import create_session
 
@@ -45,7 +45,7 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
         spark = create_session(master="local[2]", warehouse=str(Path(work) / "wh"), conf=conf)
         t1 = time.monotonic()
         jvm = next(p for p in psutil.Process().children(recursive=True) if p.name() == "java")
-        changes = _training_changes(rows)
+        changes = training_changes(rows)
         half = len(changes) // 2
         marks = [t1]
         with ChangeMerger(

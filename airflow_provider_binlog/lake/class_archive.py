@@ -90,11 +90,13 @@ def _hash(parts: list[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def archive_path(key: str | None = None) -> Path | None:
-    """The archive for this machine's JVM and jars, or ``None`` (off, or no key)."""
-    key = key or archive_key()
-    if key is None:
-        return None
+def archive_path() -> Path | None:
+    """The archive for this machine's JVM and jars, or ``None`` (no key)."""
+    key = archive_key()
+    return None if key is None else _path_for(key)
+
+
+def _path_for(key: str) -> Path:
     return jars.cache_dir() / f"{PREFIX}{key}{SUFFIX}"
 
 
@@ -116,9 +118,9 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
     if not enabled():
         return None
     key = archive_key()
-    target = archive_path(key)
-    if key is None or target is None:
+    if key is None:
         return None
+    target = _path_for(key)
     if target.is_file() and not force:
         return target
     try:
@@ -155,7 +157,7 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
 # ------------------------------------------------------------------------------ the training run
 
 
-def _training_changes(rows: int = 200) -> list[Any]:
+def training_changes(rows: int = 200) -> list[Any]:
     """``rows`` inserts, then updates of every third row, a key change and deletes of every fifth
     row (from the third), over one column of most lake types."""
     from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
@@ -235,7 +237,7 @@ def train(output: Path) -> None:
             conf={"spark.driver.extraJavaOptions": options},
         )  # fmt: skip
         proc = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
-        changes = _training_changes()
+        changes = training_changes()
         half = len(changes) // 2
         stage = str(Path(work) / "stage")
         merger = ChangeMerger(spark, "train", {"train.t": "lake.train.t"}, staging_root=stage)

@@ -109,18 +109,11 @@ def driver_java_options(local: bool) -> str:
     return java + (" -XX:TieredStopAtLevel=1 -XX:+UseParallelGC" if local else "")
 
 
-def _append_path(existing: str | None, extra: str) -> str:
-    parts = [p for p in (existing or "").split(os.pathsep) if p.strip()]
+def _append(existing: str | None, extra: str, sep: str = ",") -> str:
+    parts = [p for p in (existing or "").split(sep) if p.strip()]
     if extra not in parts:
         parts.append(extra)
-    return os.pathsep.join(parts)
-
-
-def _append_csv(existing: str | None, extra: str) -> str:
-    parts = [p for p in (existing or "").split(",") if p.strip()]
-    if extra not in parts:
-        parts.append(extra)
-    return ",".join(parts)
+    return sep.join(parts)
 
 
 def session_conf(
@@ -138,8 +131,6 @@ def session_conf(
     """
     user = dict(conf or {})
     master = master or user.get("spark.master") or "local[*]"
-    # the archive holds classes of the class path it was built with (ours): the user's is another
-    own_classpath = bool(user.get("spark.driver.extraClassPath") or user.get("spark.jars.packages"))
     out: dict[str, str] = {
         "spark.master": master,
         "spark.sql.session.timeZone": "UTC",
@@ -160,25 +151,22 @@ def session_conf(
     elif warehouse is not None:
         out[prefix + ".warehouse"] = warehouse
     if "spark.sql.extensions" in user:
-        user["spark.sql.extensions"] = _append_csv(user["spark.sql.extensions"], ICEBERG_EXTENSIONS)
+        user["spark.sql.extensions"] = _append(user["spark.sql.extensions"], ICEBERG_EXTENSIONS)
     in_driver = master == "local" or master.startswith("local[")  # tasks run in the driver's JVM
+    # the class archive holds the classes of the class path it was built with: exactly ours
+    archive_fits = False
     if not user.get("spark.jars.packages"):
-        if in_driver:
-            # the driver is the executor: the jars go on its class path, loaded (and archived, see
-            # .class_archive) by the application class loader like Spark's own
-            merged = user.pop("spark.driver.extraClassPath", None)
-            for path in jars.local_jars():
-                merged = _append_path(merged, str(path))
-            out["spark.driver.extraClassPath"] = merged or ""
-        else:
-            merged = user.pop("spark.jars", None)
-            for path in jars.local_jars():
-                merged = _append_csv(merged, str(path))
-            out["spark.jars"] = merged or ""
+        # a driver that is its own executor gets the jars on its class path, loaded (and archived,
+        # see .class_archive) by the application class loader like Spark's own
+        key, sep = ("spark.driver.extraClassPath", os.pathsep) if in_driver else ("spark.jars", ",")
+        merged = user.pop(key, None)
+        archive_fits = in_driver and not merged
+        for path in jars.local_jars():
+            merged = _append(merged, str(path), sep)
+        out[key] = merged or ""
     if "spark.driver.extraJavaOptions" not in user:
-        local = master.startswith("local")
-        java = driver_java_options(local)
-        archive = class_archive.existing_archive() if in_driver and not own_classpath else None
+        java = driver_java_options(master.startswith("local"))
+        archive = class_archive.existing_archive() if archive_fits else None
         if archive is not None:
             java += f" -XX:SharedArchiveFile={archive}"
         out["spark.driver.extraJavaOptions"] = java
