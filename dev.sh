@@ -2,7 +2,7 @@
 # airflow-provider-binlog developer entry point.
 #
 #   bash dev.sh demo     set up, then run the main job (the demo)
-#   bash dev.sh test     set up, then run the whole test suite (what CI runs)
+#   bash dev.sh test     set up, lint (ruff check, ruff format --check, mypy), then the whole suite (what CI runs)
 #   bash dev.sh setup    only set up: Debian packages, .venv, the relocated Jackson jar
 #   bash dev.sh lint     ruff and mypy
 #
@@ -64,12 +64,19 @@ setup() {
     setup_jars
 }
 
+lint() {
+    log "lint: ruff check, ruff format --check, mypy"
+    "$VENV/bin/ruff" check .
+    "$VENV/bin/ruff" format --check .
+    "$VENV/bin/mypy"
+}
+
 cmd=${1:-help}
 shift || true
 case "$cmd" in
     setup) setup ;;
     demo) setup; exec "$VENV/bin/python" -m airflow_provider_binlog.dev.demo "$@" ;;
-    test) setup; exec "$VENV/bin/pytest" tests "$@" ;;
-    lint) setup_python; "$VENV/bin/ruff" check airflow_provider_binlog tests bench dags; "$VENV/bin/mypy" ;;
+    test) setup; lint; exec "$VENV/bin/pytest" tests "$@" ;;
+    lint) setup_python; lint ;;
     *) sed -n '2,10p' "$0"; exit 2 ;;
 esac

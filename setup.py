@@ -12,7 +12,13 @@ setup(
             "airflow_provider_binlog.binlog._rowdecode",
             ["airflow_provider_binlog/binlog/_rowdecode.c"],
             optional=True,
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+            extra_compile_args=[
+                "-O2",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+                "-Wno-missing-field-initializers",
+            ],
         )
     ]
 )

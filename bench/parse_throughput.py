@@ -93,7 +93,10 @@ def baseline(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition)
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     settings = {
-        "host": server.host, "port": server.port, "user": server.root_user, "passwd": server.root_password
+        "host": server.host,
+        "port": server.port,
+        "user": server.root_user,
+        "passwd": server.root_password,
     }
     stream = BinLogStreamReader(
         connection_settings=settings, server_id=987654, log_file=start.file, log_pos=start.pos,

@@ -620,5 +620,3 @@ def _build_columns(
             )
         )
     return tuple(columns)
-
-

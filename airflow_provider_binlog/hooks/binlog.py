@@ -259,8 +259,12 @@ class BinlogHook(BaseHook):
         """ZooKeeper when a connection is configured, else the file store in :attr:`meta_dir`."""
         if self._zk_hook is not None:
             return ZooKeeperMetaManager(self._zk_hook.get_conn())
-        directory = self.meta_dir or os.environ.get("BINLOG_CDC_META_DIR") or os.path.join(
-            os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "binlog-cdc", "meta"
+        directory = (
+            self.meta_dir
+            or os.environ.get("BINLOG_CDC_META_DIR")
+            or os.path.join(
+                os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "binlog-cdc", "meta"
+            )
         )
         return FileMetaManager(directory)
 

@@ -40,9 +40,7 @@ def master_position(cur: Any) -> tuple[str, int]:
 def binlog_events(datadir: Path, start: tuple[str, int], database: str) -> list[Event]:
     """TABLE_MAP and row events of ``database`` from ``start`` to the end of the last complete file
     (call after ``FLUSH BINARY LOGS``)."""
-    names = sorted(
-        (p.name for p in datadir.glob("mysql-bin.[0-9]*")), key=file_number
-    )
+    names = sorted((p.name for p in datadir.glob("mysql-bin.[0-9]*")), key=file_number)
     first = file_number(start[0])
     files = [n for n in names if file_number(n) >= first][:-1]  # the last one is the fresh empty file
     parser = BinlogParser(files[0])

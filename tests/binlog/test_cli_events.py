@@ -14,7 +14,7 @@ import pytest
 
 from airflow_provider_binlog.cli import build_parser, format_time, main, run_events, to_json
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 
 
 def run(argv: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""Every fixture binlog in ../shared/fixtures/binlog/ decodes event by event as its README says.
+"""Every fixture binlog in tests/fixtures/binlog/ decodes event by event as its README says.
 
 Row values are asserted in the row decoder's tests; here: event order, positions, checksums and
 the non-row bodies.
@@ -31,7 +31,7 @@ from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.files import read_binlog_file
 from airflow_provider_binlog.binlog.gtid import MysqlGtidSet
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 E = EventType
 
 

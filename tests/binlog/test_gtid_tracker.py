@@ -13,7 +13,7 @@ from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.gtid_tracker import GtidTracker
 from airflow_provider_binlog.binlog.parser import BinlogParser
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 E = EventType
 
 

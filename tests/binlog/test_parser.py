@@ -34,7 +34,7 @@ from airflow_provider_binlog.binlog.files import read_binlog_file
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList
 from airflow_provider_binlog.binlog.parser import BinlogParser
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 E = EventType
 
 

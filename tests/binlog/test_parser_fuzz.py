@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from airflow_provider_binlog.binlog.errors import DecodeError, UnsupportedError
 from airflow_provider_binlog.binlog.files import read_binlog_stream
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 DATA = {p.name: p.read_bytes() for p in sorted(FIXTURES.iterdir()) if p.name != "README.md"}
 NAMES = sorted(DATA)
 TIME_LIMIT = 5.0

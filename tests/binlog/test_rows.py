@@ -36,8 +36,15 @@ def ctx_with_table(
     return ctx
 
 
-def rows_body(code: int, ncols: int, rows: bytes, extra: bytes | None = None, table_id: int = TID,
-              present: int | None = None, present_after: int | None = None) -> bytes:
+def rows_body(
+    code: int,
+    ncols: int,
+    rows: bytes,
+    extra: bytes | None = None,
+    table_id: int = TID,
+    present: int | None = None,
+    present_after: int | None = None,
+) -> bytes:
     nb = (ncols + 7) // 8
     p = (1 << ncols) - 1 if present is None else present
     out = table_id.to_bytes(6, "little") + b"\x01\x00"

@@ -16,7 +16,7 @@ from airflow_provider_binlog.binlog.errors import DecodeError
 from airflow_provider_binlog.binlog.files import read_binlog_stream
 from airflow_provider_binlog.binlog.rows import RowsEvent
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 CASES = [
     ("mysql-bin.checksum-crc32", 360, 0x01),  # TABLE_MAP fsp 127: no such temporal reader
     ("transaction_compression.000001", 411, 0x20),  # NUL inside a name inside a zstd payload

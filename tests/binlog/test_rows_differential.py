@@ -129,7 +129,10 @@ def test_every_row_image_equals_python_mysql_replication(mariadb: Any, database:
             ours += [(body.kind, before, after) for before, after in body.images()]
 
     settings = {
-        "host": mariadb.host, "port": mariadb.port, "user": mariadb.root_user, "passwd": mariadb.root_password
+        "host": mariadb.host,
+        "port": mariadb.port,
+        "user": mariadb.root_user,
+        "passwd": mariadb.root_password,
     }
     stream = BinLogStreamReader(
         connection_settings=settings, server_id=4242, log_file=start[0], log_pos=start[1], resume_stream=True,

@@ -1,4 +1,4 @@
-"""Row values decoded from the real binlog files in ../shared/fixtures/binlog/ (see its README)."""
+"""Row values decoded from the real binlog files in tests/fixtures/binlog/ (see its README)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from airflow_provider_binlog.binlog.json_binary import REPLACE, JsonDiff, JsonDi
 from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.binlog.table_map import TableMapEvent
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 UTC = dt.timezone.utc
 
 

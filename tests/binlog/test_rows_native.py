@@ -26,7 +26,7 @@ from airflow_provider_binlog.binlog.files import read_binlog_file
 from airflow_provider_binlog.binlog.rows import RowsEvent
 
 T = ColumnType
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 NATIVE = values._native
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C row decoder not built (or BINLOG_CDC_PURE_PYTHON)")
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -521,9 +521,7 @@ SIZED_COLUMNS = (
 )
 
 
-def test_schemas_from_ddl_and_information_schema_map_like_the_table_map(
-    mariadb: Any, database: str
-) -> None:
+def test_schemas_from_ddl_and_information_schema_map_like_the_table_map(mariadb: Any, database: str) -> None:
     """A CREATE TABLE read from the stream, and the same table from ``information_schema``, give
     every column the lake type its TABLE_MAP gives (DECIMAL precision/scale, BIT length, fsp): a
     chunk holding only the DDL creates the lake table, and the rows after it must fit."""

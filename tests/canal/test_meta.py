@@ -19,7 +19,7 @@ from airflow_provider_binlog.canal.meta import (
     PositionRange,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "canal"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "canal"
 CURSOR_JSON = (FIXTURES / "cursor.json").read_text().strip()
 META_DAT = (FIXTURES / "meta.dat").read_text().strip()
 
