@@ -8,7 +8,7 @@
   jarjar (``/usr/share/java/jarjar.jar``, package ``libjarjar-java``) with the rule
   ``rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1``.
 
-The result lives in a cache directory: ``$AIRFLOW_PROVIDER_BINLOG_CACHE`` if set, else
+The result lives in a cache directory: ``$BINLOG_CDC_CACHE`` if set, else
 ``$XDG_CACHE_HOME/airflow-provider-binlog`` (``~/.cache/airflow-provider-binlog``). Building is
 idempotent: an existing jar is reused; a new one is written to a temporary name and renamed.
 
@@ -39,8 +39,8 @@ JARJAR_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.faste
 JARJAR_DEFAULT = "/usr/share/java/jarjar.jar"
 SHADED_JACKSON_NAME = f"iceberg-shaded-jackson-{JACKSON_VERSION}.jar"
 ICEBERG_MAVEN_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
-CACHE_ENV = "AIRFLOW_PROVIDER_BINLOG_CACHE"
-JARJAR_ENV = "AIRFLOW_PROVIDER_BINLOG_JARJAR"
+CACHE_ENV = "BINLOG_CDC_CACHE"
+JARJAR_ENV = "BINLOG_CDC_JARJAR"
 
 
 def cache_dir() -> Path:

@@ -38,7 +38,7 @@ Defaults (each one is overridden by the same key in ``conf``):
 
 A cluster (standalone, YARN, Kubernetes) is a different ``master`` plus whatever that cluster needs
 in ``conf``; a REST/Hive/Glue catalog is ``spark.sql.catalog.<catalog>.*`` in ``conf``. The default
-warehouse is ``$AIRFLOW_PROVIDER_BINLOG_WAREHOUSE`` or ``~/.local/share/airflow-provider-binlog/warehouse``.
+warehouse is ``$BINLOG_CDC_WAREHOUSE`` or ``~/.local/share/airflow-provider-binlog/warehouse``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-WAREHOUSE_ENV = "AIRFLOW_PROVIDER_BINLOG_WAREHOUSE"
+WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
 DEFAULT_APP_NAME = "airflow-provider-binlog"
 
 
