@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_binlog.binlog.columns import JSON_NULL
+from airflow_provider_binlog.binlog.decimal_binary import decimal_reader
 from airflow_provider_binlog.binlog.errors import DecodeError
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY = 0, 1, 2, 3
@@ -181,8 +182,6 @@ def _packed_temporal(mysql_type: int, raw: bytes) -> str:
 def opaque(mysql_type: int, raw: bytes) -> Any:
     """An opaque JSON value: DECIMAL -> Decimal, temporal -> MySQL's text, else ``base64:typeN:...``."""
     if mysql_type == 246 and len(raw) >= 2:
-        from airflow_provider_binlog.binlog.values import decimal_reader
-
         read, size = decimal_reader(raw[0], raw[1])
         if len(raw) < 2 + size:
             raise DecodeError("malformed binary JSON: DECIMAL opaque value truncated")

@@ -34,20 +34,18 @@ from typing import Any
 from airflow_provider_binlog.binlog import json_binary, values_native
 from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, JSON_NULL, ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
+from airflow_provider_binlog.binlog.decimal_binary import DIG2BYTES, Reader, decimal_reader
 from airflow_provider_binlog.binlog.errors import DecodeError
 
 T = ColumnType
 UTC = dt.timezone.utc
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _FRAC_MULT = {0: 0, 1: 10000, 2: 100, 3: 1}
 
 # Windows-1252 with MySQL's fill-ins for 0x81, 0x8d, 0x8f, 0x90, 0x9d.
 _MYSQL_LATIN1 = "".join(
     chr(b) if b in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else bytes([b]).decode("cp1252") for b in range(256)
 )
-
-Reader = Callable[[bytes, int], tuple[Any, int]]
 
 
 def mysql_latin1(raw: bytes) -> str:
@@ -57,63 +55,6 @@ def mysql_latin1(raw: bytes) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # Complex-type readers: f(buf, pos) -> (value, new_pos)
-
-
-def decimal_reader(precision: int, scale: int) -> tuple[Reader, int]:
-    """NEWDECIMAL reader and its byte size (MySQL's ``decimal2bin`` layout: groups of 9 digits in
-    4 bytes big-endian, leading/trailing partial groups in fewer bytes, sign in the top bit,
-    negative values stored as the one's complement)."""
-    intg = precision - scale
-    i_full, i_rem = divmod(intg, 9)
-    f_full, f_rem = divmod(scale, 9)
-    int_bytes = _DIG2BYTES[i_rem] + i_full * 4
-    frac_bytes = f_full * 4 + _DIG2BYTES[f_rem]
-    size = int_bytes + frac_bytes
-    if size == 0 or precision > 65 or scale > 30 or scale > precision:
-        raise DecodeError(f"invalid DECIMAL({precision},{scale}) metadata")
-    top = 1 << (size * 8 - 1)
-    ones = (1 << (size * 8)) - 1
-    frac_shift = frac_bytes * 8
-    frac_mask = (1 << frac_shift) - 1
-    from_bytes = int.from_bytes
-    i_groups = [(k * 32, 10**9) for k in range(i_full)]  # least significant first
-    simple = i_full == 0 or (i_full == 1 and i_rem == 0)
-
-    def int_part(v: int) -> int:
-        if simple:
-            return v
-        out = 0
-        mult = 1
-        for shift, base in i_groups:
-            out += ((v >> shift) & 0xFFFFFFFF) * mult
-            mult *= base
-        return out + (v >> (i_full * 32)) * mult
-
-    def frac_part(v: int) -> int:
-        if f_full == 0:
-            return v
-        out = 0
-        rem_bits = _DIG2BYTES[f_rem] * 8
-        tail = v & ((1 << rem_bits) - 1)
-        v >>= rem_bits
-        for k in range(f_full - 1, -1, -1):
-            out = out * 10**9 + ((v >> (k * 32)) & 0xFFFFFFFF)
-        return out * 10**f_rem + tail
-
-    def read(b: bytes, p: int) -> tuple[Any, int]:
-        end = p + size
-        v = from_bytes(b[p:end], "big")
-        if v & top:
-            sign = ""
-            v ^= top
-        else:
-            sign = "-"
-            v = (v ^ ones) ^ top
-        if scale:
-            return Decimal(f"{sign}{int_part(v >> frac_shift)}.{frac_part(v & frac_mask):0{scale}d}"), end
-        return Decimal(f"{sign}{int_part(v)}"), end
-
-    return read, size
 
 
 def _time2_reader(fsp: int) -> Reader:
@@ -430,7 +371,7 @@ def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] 
         simple = intg <= 9 and scale <= 9  # one digit group on each side of the point
         if not simple:
             return [f"{out}, p = {g.const('R_', reader)}(b, p)"]
-        fbits = 8 * _DIG2BYTES[scale] if scale < 9 else 32
+        fbits = 8 * DIG2BYTES[scale] if scale < 9 else 32
         lines = [
             f"x = from_bytes(b[p:p + {size}], 'big')",
             f"p += {size}",

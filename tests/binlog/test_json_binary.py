@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import subprocess
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -228,3 +230,13 @@ def test_diff_that_does_not_fit_raises() -> None:
 def test_malformed_diffs_raise_decode_error(raw: bytes) -> None:
     with pytest.raises(DecodeError):
         parse_diffs(raw)
+
+
+def test_json_binary_does_not_import_the_row_value_readers() -> None:
+    """No import circle: the DECIMAL reader both use lives below both (binlog/decimal_binary.py)."""
+    code = (
+        "import sys, airflow_provider_binlog.binlog.json_binary as j; "
+        "print('airflow_provider_binlog.binlog.values' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
