@@ -2,10 +2,28 @@
 
 A route maps a source name to a target name. The source is ``schema.table`` written literally or
 as a glob (``*`` any run of characters, ``?`` one character; matched case-insensitively, like
-canal's filter, so that every table the filter lets through has a route); the target may use
-``{schema}`` and ``{table}``::
+canal's filter, so that every table the filter lets through has a route); a part holding dots is
+written in backticks (``shop.`z.w```). The target may use ``{schema}`` and ``{table}``::
 
     {"shop.orders": "lake.shop.orders", "shop.*": "lake.shop.{table}", "crm_*.*": "lake.{schema}.{table}"}
+
+**Filling in.** A target is a ``[catalog.]namespace.table`` name whose parts may be in backticks
+(see :mod:`.names`). It is split into its parts *before* ``{schema}`` and ``{table}`` are filled in,
+so a name is always placed inside the one part that holds its placeholder, whatever it contains:
+table ``z.w`` of ``db`` under ``lake.{schema}.{table}`` is ``lake.db.`z.w``` (namespace ``db``,
+table ``z.w``), never namespace ``db.z``, table ``w``; ``x`;drop`` is ``lake.db.`x``;drop```.
+Parts that need it come back in backticks (:func:`.names.name_text`), so the lake layer's
+``parse_name`` reads back exactly the parts that were filled in.
+
+**Refused names.** Some source names cannot become a lake table part: :func:`part_problem` says
+which (a ``/``, a ``.`` or ``..`` part, a control character, more than 255 bytes; a schema holding a
+``.``, whose ``schema.table`` key would be ambiguous). :meth:`Routes.target_for` gives ``None`` for
+them and :meth:`Routes.refusal` the reason; the instance stops at such a table's first row change,
+naming the table, its ``file:pos`` and the way forward: ``exclude=`` it, or route it elsewhere.
+
+**Exclusion.** ``exclude`` is canal's black list (``canal.instance.filter.black.regex``): items
+separated by commas (or a list), each a glob like the sources above or a canal regex (see
+:mod:`.filter`). An excluded table has no route, is not read, and is never refused.
 
 Exact routes win over globs; among globs the first that matches wins. :meth:`Routes.filter`
 turns the sources into canal's include filter (``.`` escaped, see :mod:`.filter`), so a table
@@ -15,11 +33,19 @@ that matches a glob is read even when it is created after the run started.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
+from airflow_provider_binlog.canal.names import name_text, parse_name
 from airflow_provider_binlog.errors import ConfigurationError
+
+MAX_PART_BYTES = 255
+"""The longest name part in UTF-8 bytes: a file name on common file systems (a Hadoop catalog makes
+each part a directory)."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def glob_to_regex(glob: str) -> str:
@@ -27,54 +53,160 @@ def glob_to_regex(glob: str) -> str:
     return "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
 
 
+def source_parts(source: str, what: str = "source") -> tuple[str, str]:
+    """``(schema glob, table glob)`` of a source written ``schema.table`` (parts may be in backticks).
+
+    :raises ConfigurationError: not two parts.
+    """
+    try:
+        parts = parse_name(source)
+    except ConfigurationError:
+        parts = ()
+    if len(parts) != 2:
+        raise ConfigurationError(
+            f"invalid {what} {source!r}: expected 'schema.table' (globs allowed: 'shop.*'; a name "
+            "holding dots in backticks: 'shop.`z.w`')"
+        )
+    return parts[0], parts[1]
+
+
+def source_regex(source: str) -> str:
+    """canal's include regex for one source (``shop.*`` -> ``shop\\..*``)."""
+    schema, table = source_parts(source)
+    return glob_to_regex(schema) + r"\." + glob_to_regex(table)
+
+
+def _glob_match(glob: str, name: str) -> bool:
+    return re.fullmatch(glob_to_regex(glob), name, re.IGNORECASE | re.DOTALL) is not None
+
+
+def target_parts(target: str, source: str) -> tuple[str, ...]:
+    """The parts of a target template; only ``{schema}`` and ``{table}`` may appear in them."""
+    try:
+        parts = parse_name(target)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"invalid target {target!r} for source {source!r}: {exc}") from None
+    for part in parts:
+        try:
+            fields = list(string.Formatter().parse(part))
+        except ValueError:
+            fields = [("", "?", "", None)]
+        for _text, name, spec, conversion in fields:
+            if name is not None and (name not in ("schema", "table") or spec or conversion):
+                raise ConfigurationError(
+                    f"target {target!r} for {source!r} may only use {{schema}} and {{table}}"
+                )
+    return parts
+
+
+def part_problem(part: str) -> str | None:
+    """Why ``part`` cannot be one part of a lake table name (``None``: it can)."""
+    if not part:
+        return "an empty name"
+    if part in (".", ".."):
+        return f"the name {part!r} (a catalog on a file system reads it as a directory step)"
+    if "/" in part:
+        return "a '/' (a catalog on a file system makes it a nested directory)"
+    if _CONTROL.search(part):
+        return "a control character"
+    if len(part.encode()) > MAX_PART_BYTES:
+        return f"more than {MAX_PART_BYTES} bytes (a file name's limit)"
+    return None
+
+
 @dataclass(frozen=True)
 class Routes:
     """Source-to-target routes (see the module docstring).
 
     :param routes: source name or glob -> target name (with optional ``{schema}``/``{table}``).
+    :param exclude: tables never read: globs or canal regexes on ``schema.table``, comma-separated
+        or a list (see :mod:`.filter`).
     """
 
     routes: Mapping[str, str]
+    exclude: str | Sequence[str] | None = None
+    _parsed: list[tuple[str, str, tuple[str, ...], bool]] = field(init=False, repr=False, compare=False)
+    _black: TableFilter = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.routes:
             raise ConfigurationError("no tables to load: give at least one 'schema.table' -> target route")
+        parsed = []
         for source, target in self.routes.items():
-            if source.count(".") != 1 or not all(source.split(".")):
-                raise ConfigurationError(
-                    f"invalid source {source!r} in tables: expected 'schema.table' (globs allowed: 'shop.*')"
-                )
+            schema, table = source_parts(source, "source")
+            if not all(p.strip() for p in (schema, table)):
+                raise ConfigurationError(f"invalid source {source!r} in tables: an empty part")
             if not isinstance(target, str) or not target.strip():
                 raise ConfigurationError(f"invalid target {target!r} for source {source!r}")
-            try:
-                target.format(schema="s", table="t")
-            except (KeyError, IndexError, ValueError):
-                raise ConfigurationError(
-                    f"target {target!r} for {source!r} may only use {{schema}} and {{table}}"
-                ) from None
+            glob = any(c in source for c in "*?")
+            parsed.append((schema, table, target_parts(target, source), glob))
+        object.__setattr__(self, "_parsed", parsed)
+        object.__setattr__(self, "_black", TableFilter(exclude=exclude_text(self.exclude)))
 
     @property
     def exact(self) -> dict[str, str]:
+        """Exact sources (``schema.table``, lower case) -> their target templates."""
         return {s.lower(): t for s, t in self.routes.items() if not any(c in s for c in "*?")}
 
+    def excluded(self, schema: str, table: str) -> bool:
+        """Whether ``exclude`` names ``schema.table``."""
+        return not self._black.matches(schema, table)
+
+    def _template_for(self, schema: str, table: str) -> tuple[str, ...] | None:
+        if self.excluded(schema, table):
+            return None
+        s, t = schema.lower(), table.lower()
+        for sg, tg, template, glob in self._parsed:
+            if not glob and sg.lower() == s and tg.lower() == t:
+                return template
+        for sg, tg, template, glob in self._parsed:
+            if glob and _glob_match(sg, schema) and _glob_match(tg, table):
+                return template
+        return None
+
+    def _fill(self, template: tuple[str, ...], schema: str, table: str) -> tuple[str, ...]:
+        return tuple(p.format(schema=schema, table=table) for p in template)
+
+    def refusal(self, schema: str, table: str) -> str | None:
+        """Why the routed table ``schema.table`` cannot become a lake table, with the way forward
+        (``None``: it can, or no route takes it)."""
+        template = self._template_for(schema, table)
+        if template is None:
+            return None
+        problems = []
+        if "." in schema:
+            problems.append(
+                f"the schema name {schema!r} holds a '.', so the key 'schema.table' of its tables is "
+                "ambiguous"
+            )
+        for part in self._fill(template, schema, table):
+            problem = part_problem(part)
+            if problem is not None:
+                problems.append(f"the lake name part {part!r} has {problem}")
+        if not problems:
+            return None
+        key = name_text((schema, table))
+        return (
+            f"source table {key} cannot become a lake table: {'; '.join(problems)}. Exclude it with "
+            f"exclude=[{key!r}] (on the operator and the sensor), or give it an exact route to a valid name"
+        )
+
     def target_for(self, schema: str, table: str) -> str | None:
-        """The target of ``schema.table``, or ``None`` when no route matches."""
-        name = f"{schema}.{table}"
-        target = self.exact.get(name.lower())
-        if target is None:
-            for source, candidate in self.routes.items():
-                if any(c in source for c in "*?") and re.fullmatch(
-                    glob_to_regex(source), name, re.IGNORECASE
-                ):
-                    target = candidate
-                    break
-        return None if target is None else target.format(schema=schema, table=table)
+        """The target of ``schema.table`` (parts that need it in backticks), or ``None`` when no
+        route matches, it is excluded, or :meth:`refusal` refuses it."""
+        template = self._template_for(schema, table)
+        if template is None or self.refusal(schema, table) is not None:
+            return None
+        return name_text(self._fill(template, schema, table))
 
     def static_targets(self) -> list[str]:
         """Targets known before reading anything (routes without placeholders)."""
         return sorted({t for t in self.routes.values() if "{" not in t})
 
     def filter(self, columns: str | None = None) -> TableFilter:
-        """canal's include filter for these sources (plus optional column rules)."""
-        include = ",".join(glob_to_regex(s) for s in self.routes)
-        return TableFilter(include=include, columns=columns) if columns else TableFilter(include=include)
+        """canal's filter for these sources: the include list, ``exclude`` as the black list, the
+        optional column rules, and :meth:`refusal` (the instance stops at a refused table)."""
+        include = ",".join(source_regex(s) for s in self.routes)
+        return TableFilter(
+            include=include, exclude=exclude_text(self.exclude), columns=columns or "", refuse=self.refusal
+        )

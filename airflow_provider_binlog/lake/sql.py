@@ -1,59 +1,16 @@
-"""Identifiers in Spark SQL: every name that reaches a statement goes through :func:`quote`."""
+"""Identifiers in Spark SQL: every name that reaches a statement goes through :func:`quote`.
+
+The quoting and parsing of multi-part names live in :mod:`..canal.names` (routing fills targets
+with them below Spark); they are re-exported here for the lake layer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from airflow_provider_binlog.canal.names import name_text, parse_name, quote, quote_parts
+from airflow_provider_binlog.canal.routing import target_parts
 from airflow_provider_binlog.errors import ConfigurationError
 
-
-def quote(name: str) -> str:
-    """Quote one identifier part with backticks, doubling any backtick inside (``a`b`` -> ```a``b```)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def quote_parts(parts: Sequence[str]) -> str:
-    """Quote a multi-part name (``catalog.namespace.table``)."""
-    return ".".join(quote(p) for p in parts)
-
-
-def parse_name(text: str) -> tuple[str, ...]:
-    """Split a dotted name into parts; a part in backticks may hold dots and doubled backticks.
-
-    ``lake.shop.orders`` -> ``("lake", "shop", "orders")``;
-    ``lake.db.`a.b``c``` -> ``("lake", "db", "a.b`c")``.
-    """
-    parts: list[str] = []
-    i, n = 0, len(text)
-    while i <= n:
-        if i < n and text[i] == "`":
-            buf: list[str] = []
-            i += 1
-            while True:
-                if i >= n:
-                    raise ConfigurationError(f"unbalanced backtick in table name {text!r}")
-                if text[i] == "`":
-                    if i + 1 < n and text[i + 1] == "`":
-                        buf.append("`")
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                buf.append(text[i])
-                i += 1
-            parts.append("".join(buf))
-        else:
-            j = text.find(".", i)
-            j = n if j < 0 else j
-            part = text[i:j].strip()
-            if not part or "`" in part:
-                raise ConfigurationError(f"invalid table name {text!r}: empty or stray backtick in a part")
-            parts.append(part)
-            i = j
-        if i < n and text[i] != ".":
-            raise ConfigurationError(f"invalid table name {text!r}: expected '.' at offset {i}")
-        i += 1
-    return tuple(parts)
+__all__ = ["check_target", "name_text", "parse_name", "quote", "quote_parts"]
 
 
 def check_target(target: str, source: str) -> tuple[str, ...]:
@@ -63,7 +20,7 @@ def check_target(target: str, source: str) -> tuple[str, ...]:
     :raises ConfigurationError: not a ``[catalog.]namespace.table`` name.
     """
     try:
-        parts = parse_name(target.format(schema="schema", table="table"))
+        parts = tuple(p.format(schema="schema", table="table") for p in target_parts(target, source))
     except ConfigurationError as exc:
         problem = str(exc)
     else:
