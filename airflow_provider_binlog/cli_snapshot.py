@@ -94,8 +94,8 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from airflow_provider_binlog.binlog.client import ReplicationConfig
     from airflow_provider_binlog.canal.filter import TableFilter
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.meta import FileMetaManager, MetaManager
     from airflow_provider_binlog.canal.snapshot import Snapshot
+    from airflow_provider_binlog.drain.wiring import Wiring, ZooKeeperConfig, normal_chroot
     from airflow_provider_binlog.lake import session
     from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
@@ -121,29 +121,23 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 f"{exc.args[-1] if exc.args else exc}"
             ) from None
 
-    zk: Any = None
-    running: Any = None
-    meta: MetaManager
     if args.zookeeper:
-        from kazoo.client import KazooClient
-
-        from airflow_provider_binlog.canal.ha import RunningNode
-        from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
-
-        zk = KazooClient(hosts=args.zookeeper)
-        zk.start(timeout=15)
-        meta = ZooKeeperMetaManager(zk)
-        running = RunningNode(zk, config.identity, label=f"binlog-cdc snapshot {args.destination}")
-        meta.attach_fence(config.identity, running)
-        try:
-            running.acquire(timeout=args.running_timeout)
-        except BaseException:
-            running.close()
-            zk.stop()
-            zk.close()
-            raise
+        hosts, slash, chroot = args.zookeeper.partition("/")
+        wiring = Wiring(ZooKeeperConfig(hosts, chroot=normal_chroot(slash + chroot), origin="--zookeeper"))
     else:
-        meta = FileMetaManager(args.meta_dir)
+        wiring = Wiring(meta_dir=args.meta_dir)
+    running: Any = None
+    try:
+        meta = wiring.meta_manager()
+        running = wiring.running_node(config.identity, label=f"binlog-cdc snapshot {args.destination}")
+        if running is not None:
+            meta.attach_fence(config.identity, running)
+            running.acquire(timeout=args.running_timeout)
+    except BaseException:
+        if running is not None:
+            running.close()
+        wiring.close()
+        raise
     owned = not session.has_active_session()
     spark = session.create_session(
         app_name="binlog-cdc-snapshot", master=args.spark_master, warehouse=args.warehouse,
@@ -167,8 +161,6 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
         meta.close()
         if running is not None:
             running.close()
-        if zk is not None:
-            zk.stop()
-            zk.close()
+        wiring.close()
         if owned:
             spark.stop()

@@ -17,7 +17,7 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {
                 "connection-type": "zookeeper",
-                "hook-class-name": "airflow_provider_binlog.hooks.binlog.ZooKeeperHook",
+                "hook-class-name": "airflow_provider_binlog.hooks.zookeeper.ZooKeeperHook",
             },
         ],
         "integrations": [
@@ -26,7 +26,10 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "MySQL binlog CDC",
-                "python-modules": ["airflow_provider_binlog.hooks.binlog"],
+                "python-modules": [
+                    "airflow_provider_binlog.hooks.binlog",
+                    "airflow_provider_binlog.hooks.zookeeper",
+                ],
             }
         ],
         "operators": [

@@ -1,4 +1,5 @@
-"""Benchmark: mixed binlog changes drained and merged into Iceberg by ``BinlogToSparkOperator.execute``.
+"""Benchmark: mixed binlog changes drained and merged into Iceberg by the drain (what
+``BinlogToSparkOperator.execute`` runs: :mod:`airflow_provider_binlog.drain`).
 
 What it does, in one run::
 
@@ -10,7 +11,7 @@ What it does, in one run::
        spread over the 3 tables, in transactions of ``--txn`` changes made of multi-row statements
        of up to ``--stmt`` rows (INSERT ... VALUES; INSERT ... ON DUPLICATE KEY UPDATE on live keys
        for updates, each bumping ``rev`` so every update is logged; DELETE ... WHERE id IN (...))
-    4. run B, THE MEASURED RUN: ``BinlogToSparkOperator.execute`` drains the mixed workload (cursor
+    4. run B, THE MEASURED RUN: ``Drain.run`` (the operator's run) drains the mixed workload (cursor
        left by run A, stop point = head at task start) and merges it into the Iceberg tables
     5. parse-only comparison on the same binlog range: our canal instance (read + decode + convert
        to RowChange, acked batch by batch, nothing merged) vs python-mysql-replication
@@ -73,9 +74,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
-from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -274,45 +273,88 @@ def _rss_sampler(stop: threading.Event, out: dict[str, float]) -> None:
             return
 
 
+def _drain(params: dict[str, Any], destination: str) -> Any:
+    """The canal instance and the drain of one run, from plain config (what the operator builds
+    from its parameters and connections), and the wiring to close after it."""
+    from airflow_provider_binlog.canal.instance import InstanceConfig
+    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.routing import Routes
+    from airflow_provider_binlog.drain import (
+        Drain,
+        Limits,
+        RunSettings,
+        Wiring,
+        ZooKeeperConfig,
+        source_connection,
+        store_capacity,
+    )
+    from airflow_provider_binlog.drain.wiring import source_from_uri
+    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.session import create_session
+
+    source = source_from_uri(params["source_uri"], "the bench source")
+    zk = ZooKeeperConfig.from_uri(params["zk_uri"], "the bench ZooKeeper") if params["zk_uri"] else None
+    wiring = Wiring(zk, params["meta_dir"])
+    routes = Routes(ROUTES)
+    limits = Limits(
+        params["batch_size"],
+        **{k: v for k, v in (("max_rows_per_commit", params["max_rows"]),
+                             ("max_bytes_per_commit", params["max_bytes"])) if v is not None},
+    )  # fmt: skip
+    start = parse_point(params["start_from"]) if params["start_from"] else None
+    config = InstanceConfig(
+        destination,
+        source,
+        routes.filter(None),
+        **({"start": start} if start else {}),
+        **store_capacity(limits),
+    )
+    label = f"bench_end_to_end/{params['task_id']}"
+    settings = RunSettings(run_id=params["task_id"], label=label, limits=limits)
+    opts = {k: params[k] for k in ("write_mode", "count_changes") if params[k] is not None}
+
+    def spark() -> Any:
+        return create_session(
+            app_name=f"binlog-cdc-{destination}", master=params["master"], warehouse=params["warehouse"],
+            conf={"spark.driver.memory": params["driver_memory"], **params["conf"]},
+        )  # fmt: skip
+
+    drain = Drain(
+        wiring.instance(config, label), routes, settings, spark=spark,
+        connect=lambda: source_connection(source), target_options=TargetOptions(**opts) if opts else None,
+    )  # fmt: skip
+    return drain, wiring
+
+
 def operator_run(params: dict[str, Any], result: Any) -> None:
-    """Child process: one ``BinlogToSparkOperator.execute`` (optionally under cProfile)."""
+    """Child process: one drain run (what ``BinlogToSparkOperator.execute`` runs; optionally under
+    cProfile)."""
     os.environ.update(params["env"])
     import logging
 
     logging.basicConfig(level=logging.INFO, format="    [op] %(message)s", force=True)
     for noisy in ("py4j", "airflow", "kazoo"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+    import airflow_provider_binlog.drain  # noqa: F401  (imported before the clock starts, as the operator is)
 
-    opts = {k: params[k] for k in ("write_mode", "count_changes") if params[k] is not None}
-
-    op = BinlogToSparkOperator(
-        task_id=params["task_id"], destination=DESTINATION, tables=ROUTES,
-        mysql_conn_id="mysql_bench", zookeeper_conn_id=params["zk_conn"], meta_dir=params["meta_dir"],
-        start_from=params["start_from"], spark_master=params["master"], warehouse=params["warehouse"],
-        batch_size=params["batch_size"],
-        **{k: v for k, v in (("max_rows_per_commit", params["max_rows"]),
-                             ("max_bytes_per_commit", params["max_bytes"])) if v is not None},
-        spark_conf={"spark.driver.memory": params["driver_memory"], **params["conf"]},
-        target_options=TargetOptions(**opts) if opts else None,
-    )  # fmt: skip
-    ti = SimpleNamespace(dag_id="bench_end_to_end", task_id=params["task_id"], try_number=1)
-    context: Any = {"ti": ti, "run_id": params["task_id"]}
     stop = threading.Event()
     samples: dict[str, float] = {}
     sampler = threading.Thread(target=_rss_sampler, args=(stop, samples), daemon=True)
     sampler.start()
     cpu0 = os.times()
     t0 = time.perf_counter()
-    if params["profile"]:
-        import cProfile
+    drain, wiring = _drain(params, DESTINATION)
+    try:
+        if params["profile"]:
+            import cProfile
 
-        prof = cProfile.Profile()
-        summary = prof.runcall(op.execute, context)
-        prof.dump_stats(params["profile"])
-    else:
-        summary = op.execute(context)
+            prof = cProfile.Profile()
+            summary = prof.runcall(drain.run, "head")
+            prof.dump_stats(params["profile"])
+        else:
+            summary = drain.run("head")
+    finally:
+        wiring.close()
     wall = time.perf_counter() - t0
     cpu1 = os.times()
     stop.set()
@@ -356,16 +398,18 @@ def touch(image: dict[str, Any] | None) -> int:
     return n
 
 
-def ours_parse(env: dict[str, str], start: str, stop: Any, meta_dir: str) -> tuple[int, float]:
+def ours_parse(source_uri: str, start: str, stop: Any, meta_dir: str) -> tuple[int, float]:
     """Our canal instance (parser thread: read, decode, filter, convert) drained to ``stop``."""
-    os.environ.update(env)
     from airflow_provider_binlog.canal.change import RowChange
+    from airflow_provider_binlog.canal.instance import InstanceConfig
     from airflow_provider_binlog.canal.points import parse_point
     from airflow_provider_binlog.canal.routing import Routes
-    from airflow_provider_binlog.hooks.binlog import BinlogHook
+    from airflow_provider_binlog.drain import Wiring
+    from airflow_provider_binlog.drain.wiring import source_from_uri
 
-    hook = BinlogHook("mysql_bench", None, meta_dir)
-    inst = hook.instance("bench-parse-only", Routes(ROUTES).filter(None), 1001, parse_point(start), "bench")
+    source = source_from_uri(source_uri, "the bench source")
+    config = InstanceConfig("bench-parse-only", source, Routes(ROUTES).filter(None), start=parse_point(start))
+    inst = Wiring(meta_dir=meta_dir).instance(config, "bench")
     rows = 0
     t0 = time.perf_counter()
     inst.subscribe(stop_at=stop)
@@ -440,7 +484,7 @@ def report_run(name: str, r: dict[str, Any], expected: int | None) -> None:
     t = s.get("timings", {})
     wall = r["wall"]
     print(f"\n{name}: {n:,} changes in {wall:.1f} s = {n / wall:,.0f} changes/s end to end "
-          f"(execute() wall, Spark start included); drain loop {s['seconds']:.1f} s = "
+          f"(run wall, Spark start included); drain loop {s['seconds']:.1f} s = "
           f"{n / s['seconds']:,.0f} changes/s; {s['batches']} batches, {s['commits']} commits")  # fmt: skip
     if expected is not None and n != expected:
         print(f"  !! the operator counted {n} changes, the workload made {expected}")
@@ -499,16 +543,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"MariaDB on {server.port}; meta store {'ZooKeeper ' + zk.hosts if zk else 'file'}; work dir {work}"
     )
-    env = {
-        "AIRFLOW_HOME": str(work / "airflow"),
-        "AIRFLOW_CONN_MYSQL_BENCH": (
-            f"mysql://{quote(server.repl_user)}:{quote(server.repl_password)}@{server.host}:{server.port}"
-        ),
-    }
-    if zk is not None:
-        env["AIRFLOW_CONN_ZOOKEEPER_BENCH"] = f"zookeeper://{zk.hosts}/binlog-cdc-bench"
+    source_uri = server.airflow_uri()
     common = {
-        "env": env, "zk_conn": "zookeeper_bench" if zk else None, "meta_dir": str(work / "meta"),
+        "env": {}, "source_uri": source_uri, "meta_dir": str(work / "meta"),
+        "zk_uri": zk.airflow_uri("/binlog-cdc-bench", timeout=15) if zk is not None else None,
         "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
         "max_rows": args.max_rows, "max_bytes": None if args.max_mb is None else args.max_mb << 20,
         "driver_memory": args.driver_memory, "profile": None,
@@ -553,14 +591,16 @@ def main(argv: list[str] | None = None) -> int:
             {**common, "task_id": "run_b_measured", "start_from": None, "profile": args.profile}
         )
         report_run(
-            "4. run B, MEASURED: mixed workload through BinlogToSparkOperator.execute", rb, args.changes
+            "4. run B, MEASURED: mixed workload through the drain (BinlogToSparkOperator.execute's run)",
+            rb,
+            args.changes,
         )
         if args.profile:
             print(f"  cProfile of the operator main thread written to {args.profile}")
 
         ratio = None
         if not args.no_baseline:
-            n_ours, s_ours = ours_parse(env, p1, head, str(work / "meta"))
+            n_ours, s_ours = ours_parse(source_uri, p1, head, str(work / "meta"))
             n_base, s_base = baseline_parse(server, p1, args.changes)
             ratio = (n_ours / s_ours) / (n_base / s_base)
             print(f"\n5. parse only, same binlog range {p1} .. {head}, every value touched:")

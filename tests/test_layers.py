@@ -1,4 +1,5 @@
-"""The core layers import without Airflow and without PySpark (DESIGN.md: imports point down only)."""
+"""The core layers import without Airflow and without PySpark, the drain without Airflow (and, until a
+run starts Spark, without PySpark) (DESIGN.md: imports point down only)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,28 @@ def test_blocker_really_blocks() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode != 0
     assert "layering violation: pyspark" in out.stderr
+
+
+DRAIN_BLOCKER = BLOCKER.replace(
+    "import airflow_provider_binlog.binlog as b, airflow_provider_binlog.canal as c",
+    "import airflow_provider_binlog.drain as b, airflow_provider_binlog.drain as c",
+)
+
+
+def test_drain_imports_without_airflow() -> None:
+    """Every drain module imports with Airflow (and PySpark) blocked: the CLI, the dev tools and the
+    benchmarks run drains without Airflow."""
+    out = subprocess.run([sys.executable, "-c", DRAIN_BLOCKER], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    for module in ("run", "loop", "wiring", "snapshot", "source", "reconcile", "collector"):
+        assert f"airflow_provider_binlog.drain.{module}" in out.stdout, out.stdout
+    assert not any(name.startswith("'airflow_provider_binlog.operators") for name in out.stdout.split())
+
+
+def test_drain_blocker_really_blocks_airflow() -> None:
+    code = DRAIN_BLOCKER.replace(
+        "import airflow_provider_binlog.drain as b", "import airflow.sdk, airflow_provider_binlog.drain as b"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode != 0
+    assert "layering violation: airflow" in out.stderr

@@ -1,24 +1,38 @@
-"""Crash matrix: SIGKILL the operator's process at random points, rerun, compare lake with source.
+"""Crash matrix: SIGKILL the operator's process at chosen points, rerun, compare lake with source.
 
 One scenario, on one destination that every scenario continues (the cursor and the lake carry
 over, so each scenario costs the same)::
 
     a writer thread changes the shop tables (small and large transactions, key changes,
         delete + re-insert) for the whole kill phase
-    kill phase: k runs of BinlogToSparkOperator.execute, each in its own process (as an Airflow task
-        runs), each SIGKILLed at a random kill point -- a failpoint hit (drain, before_commit,
-        merge_table, after_commit, ack, after_ack: see :mod:`..faults`) or a timer (a random delay
-        after the run started reading: anywhere in the drain, Spark start, a MERGE or an ack)
+    kill phase: k runs of a drain, each in its own process (as an Airflow task runs), each
+        SIGKILLed at a kill point it is certain to reach (see below)
     writer stopped; one run without a kill point (it must succeed)
     check: the lake table merged from ``shop.orders`` equals it value by value (:mod:`..lake.verify`),
         and the append-only change log of ``shop.ledger`` holds every row change the writer made
         exactly once (count equal, no (position, key, op) twice, newest image per key equal to the
         source row): nothing lost, nothing doubled
 
-A kill point that was not reached (the run finished first) is reported as such and does not count
-as a kill. Used by ``tests/faults/test_crash_matrix.py`` (the CI setting) and
-``bench/reliability.py`` (larger settings); the per-run process is ``python -m
-airflow_provider_binlog.dev.crash child SPEC``.
+How kill points are chosen. Before each run the writer is paused and the harness itself writes at
+least ``fresh_ledger`` row changes of ``shop.ledger`` (counted exactly, from the server's affected
+rows). The previous run has ended and this one has not started, so all of them lie after the
+previous run's stop point and before this run's: the run reads them whatever the machine's speed.
+That fixes lower bounds on the hits it makes (:func:`certain_hits`): a batch holds at most
+``BATCH_SIZE`` entries and every batch is acked, so ``drain`` and ``ack`` are hit at least
+``ceil(L / BATCH_SIZE)`` times for ``L`` fresh ledger changes; a chunk is committed once it holds
+``commit_rows`` row images and a batch adds at most ``BATCH_SIZE`` (every change of an append-only
+target is an image), so ``before_commit``, ``after_commit``, ``after_ack`` and the ledger's
+``merge_table`` are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A kill point is
+the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned kill happens;
+one that does not is an error (the bound, or the drain, changed). The kinds take turns in a
+seeded order (every kind once per ``len(KINDS)`` kills): the six failpoints (drain,
+before_commit, merge_table, after_commit, ack, after_ack: see :mod:`..faults`) and ``timer``, a
+kill at a random moment mid-run: the ``n``-th ``drain`` hit arms a timer of a random delay that
+SIGKILLs the process wherever it is (reading, starting Spark, inside a MERGE, acking), and should
+the run get to its first ``after_ack`` after that before the timer fires, the kill lands there.
+
+Used by ``tests/faults/test_crash_matrix.py`` (the CI setting) and ``bench/reliability.py``
+(larger settings); the per-run process is ``python -m airflow_provider_binlog.dev.crash child SPEC``.
 """
 
 from __future__ import annotations
@@ -32,31 +46,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pymysql
 
 from airflow_provider_binlog.dev import demo_data
+from airflow_provider_binlog.faults import ARMED, ENV, KILL_MARK
 
 FAILPOINTS = ("drain", "before_commit", "merge_table", "after_commit", "ack", "after_ack")
-# how many hits a failpoint typically gets in one kill-phase run (batches of BATCH_SIZE, commits of
-# COMMIT_ROWS, 2 targets): the n-th hit is drawn from 1..this
-_TYPICAL_HITS = {
-    "drain": 8,
-    "before_commit": 2,
-    "merge_table": 4,
-    "after_commit": 2,
-    "ack": 8,
-    "after_ack": 2,
-}
+TIMER = "timer"
+KINDS = (*FAILPOINTS, TIMER)
+TIMER_ARMS_AT = "drain"  # a timer kill is armed at a hit of this failpoint
+TIMER_LANDS_BY = "after_ack"  # ... and lands here at the latest (the first hit after arming)
+TIMER_MAX_DELAY = 3.0  # seconds
 BATCH_SIZE = 20
 COMMIT_ROWS = 100
+# fresh ledger changes before each kill-phase run: >= 3 commits and >= 13 batches it must make
+FRESH_LEDGER = 2 * (COMMIT_ROWS + BATCH_SIZE) + 1
 SUMMARY_MARK = "CRASH-SUMMARY "
-READING_MARK = ": reading "  # the operator's "destination X: reading A .. B" line
 LEDGER_DDL = """
     CREATE TABLE IF NOT EXISTS `shop`.`ledger` (
         id INT PRIMARY KEY,
@@ -68,43 +78,72 @@ LEDGER_DDL = """
 ROUTED = ("orders", "ledger")
 
 
+def certain_hits(ledger_changes: int, commit_rows: int = COMMIT_ROWS) -> dict[str, int]:
+    """Hits per kill-point kind that a run reading at least ``ledger_changes`` changes of the
+    append-only ``shop.ledger`` (ones that no earlier run committed) is certain to make (see the
+    module docstring)."""
+    batches = -(-ledger_changes // BATCH_SIZE)
+    commits = -(-ledger_changes // (commit_rows + BATCH_SIZE))
+    hits = {"drain": batches, "ack": batches, TIMER: batches}
+    hits |= {name: commits for name in ("before_commit", "merge_table", "after_commit", "after_ack")}
+    return hits
+
+
 @dataclass(frozen=True)
 class KillPoint:
-    """Where a run is killed: the ``nth`` hit of ``failpoint``, or ``delay`` seconds after it
-    started reading (``failpoint`` ``None``)."""
+    """Where a run is killed: the ``nth`` hit of failpoint ``kind``, or (``kind`` ``timer``)
+    ``delay`` seconds after the ``nth`` hit of ``TIMER_ARMS_AT``, at the latest at the first
+    ``TIMER_LANDS_BY`` hit after that."""
 
-    failpoint: str | None
+    kind: str
     nth: int = 1
     delay: float = 0.0
 
     def __str__(self) -> str:
-        return f"{self.failpoint}@{self.nth}" if self.failpoint else f"timer+{self.delay:.2f}s"
+        if self.kind == TIMER:
+            return f"{TIMER}({TIMER_ARMS_AT}@{self.nth}+{self.delay:.2f}s)"
+        return f"{self.kind}@{self.nth}"
 
     @property
-    def kind(self) -> str:
-        return self.failpoint or "timer"
+    def failpoints(self) -> str:
+        """The ``BINLOG_CDC_FAILPOINTS`` value that kills there."""
+        if self.kind == TIMER:
+            return f"{TIMER_ARMS_AT}=kill@{self.nth}+{self.delay:.3f},{TIMER_LANDS_BY}=kill@{ARMED}"
+        return f"{self.kind}=kill@{self.nth}"
 
     @classmethod
-    def random(cls, rng: random.Random) -> KillPoint:
-        if rng.random() < 0.3:
-            return cls(None, delay=rng.uniform(0.2, 8.0))
-        name = rng.choice(FAILPOINTS)
-        return cls(name, nth=rng.randint(1, _TYPICAL_HITS[name]))
+    def random(cls, rng: random.Random, kind: str, hits: Mapping[str, int]) -> KillPoint:
+        """A point of ``kind`` within the ``hits`` the run is certain to make."""
+        nth = rng.randint(1, hits[kind])
+        return cls(kind, nth, round(rng.uniform(0.0, TIMER_MAX_DELAY), 3) if kind == TIMER else 0.0)
 
 
 @dataclass
 class RunResult:
-    """One operator process: where it was to be killed, whether it was, its summary if it finished."""
+    """One operator process: where it was to be killed, whether it was (and where the kill
+    landed, as its failpoint wrote it), its summary if it finished."""
 
     point: KillPoint | None
     returncode: int
     seconds: float
     log: Path
     summary: dict[str, Any] | None = None
+    landed: str | None = None
 
     @property
     def killed(self) -> bool:
-        return self.returncode == -signal.SIGKILL
+        """Killed by its kill point (a SIGKILL that no failpoint announced is not counted)."""
+        return self.returncode == -signal.SIGKILL and self.landed is not None
+
+    @property
+    def timer_note(self) -> str:
+        """`` (at after_ack)`` for a timer kill that landed at ``TIMER_LANDS_BY``, else ``""``."""
+        timer = self.point is not None and self.point.kind == TIMER
+        return (
+            f" (at {TIMER_LANDS_BY})"
+            if timer and (self.landed or "").startswith(f"{TIMER_LANDS_BY}@")
+            else ""
+        )
 
     def tail(self, lines: int = 25) -> str:
         return "\n".join(line[:300] for line in self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -203,15 +242,28 @@ class Workload:
         self.conn.commit()
         self.changes += self.ledger_changes - before
 
+    def fill(self, ledger_changes: int, max_steps: int = 1000) -> int:
+        """Steps until at least ``ledger_changes`` changes of ``shop.ledger`` were made; returns
+        how many were (exactly, as the server counted them)."""
+        before, steps = self.ledger_changes, 0
+        while self.ledger_changes - before < ledger_changes:
+            if steps == max_steps:
+                raise RuntimeError(f"{steps} workload steps made fewer than {ledger_changes} ledger changes")
+            self.step()
+            steps += 1
+        return self.ledger_changes - before
+
 
 class Writer(threading.Thread):
     """Runs :meth:`Workload.step` every ``interval`` seconds, at most ``steps`` times, until
-    :meth:`stop` (a bounded backlog keeps every run short)."""
+    :meth:`stop` (a bounded backlog keeps every run short); :meth:`paused` hands the workload to
+    the caller between two steps."""
 
     def __init__(self, workload: Workload, interval: float, steps: int) -> None:
         super().__init__(name="crash-writer", daemon=True)
         self.workload, self.interval, self.steps = workload, interval, steps
         self._stop_event = threading.Event()
+        self._turn = threading.Lock()  # held by whoever uses the workload
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -219,9 +271,16 @@ class Writer(threading.Thread):
             for _ in range(self.steps):
                 if self._stop_event.wait(self.interval):
                     return
-                self.workload.step()
+                with self._turn:
+                    self.workload.step()
         except BaseException as exc:  # reported by stop()
             self.error = exc
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[Workload]:
+        """The workload, with no step of this thread running until the block ends."""
+        with self._turn:
+            yield self.workload
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -254,17 +313,58 @@ class RunSpec:
 
 
 def _child(spec: RunSpec, run_id: str, try_number: int) -> None:
-    from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+    """One drain run in this process, as the operator's task would run it: connections from
+    ``AIRFLOW_CONN_MYSQL_DEFAULT`` / ``AIRFLOW_CONN_ZOOKEEPER_DEFAULT``, the log on stdout."""
+    import logging
 
-    op = BinlogToSparkOperator(
-        task_id="load", destination=spec.destination, tables=spec.routes, start_from=spec.start_from,
-        warehouse=spec.warehouse, spark_master=spec.spark_master, batch_size=BATCH_SIZE,
-        max_rows_per_commit=spec.commit_rows, running_timeout=120,
-        target_options={spec.target("ledger"): TargetOptions(append_only=True, metadata_columns=True)},
-    )  # fmt: skip
-    ti = SimpleNamespace(dag_id="crash_matrix", task_id="load", try_number=try_number, run_id=run_id)
-    summary = op.execute({"ti": ti, "run_id": run_id})  # type: ignore[typeddict-item]
+    from airflow_provider_binlog.canal.instance import InstanceConfig
+    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.routing import Routes
+    from airflow_provider_binlog.drain import (
+        Drain,
+        Limits,
+        RunSettings,
+        Wiring,
+        ZooKeeperConfig,
+        source_connection,
+        store_capacity,
+    )
+    from airflow_provider_binlog.drain.wiring import source_from_uri
+    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.session import create_session
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
+    for noisy in ("py4j", "kazoo"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    source = source_from_uri(os.environ["AIRFLOW_CONN_MYSQL_DEFAULT"], "AIRFLOW_CONN_MYSQL_DEFAULT")
+    zookeeper = ZooKeeperConfig.from_uri(
+        os.environ["AIRFLOW_CONN_ZOOKEEPER_DEFAULT"], "AIRFLOW_CONN_ZOOKEEPER_DEFAULT"
+    )
+    routes = Routes(spec.routes)
+    limits = Limits(batch_size=BATCH_SIZE, max_rows_per_commit=spec.commit_rows)
+    label = f"crash_matrix/load/{run_id}/try-{try_number}"
+    settings = RunSettings(
+        run_id=run_id, label=label, try_number=try_number, limits=limits, running_timeout=120
+    )
+    config = InstanceConfig(
+        spec.destination,
+        source,
+        routes.filter(),
+        start=parse_point(spec.start_from),
+        **store_capacity(limits),
+    )
+    wiring = Wiring(zookeeper)
+    try:
+        summary = Drain(
+            wiring.instance(config, label), routes, settings,
+            spark=lambda: create_session(
+                app_name=f"binlog-cdc-{spec.destination}", master=spec.spark_master, warehouse=spec.warehouse
+            ),
+            connect=lambda: source_connection(source),
+            target_options={spec.target("ledger"): TargetOptions(append_only=True, metadata_columns=True)},
+        ).run("head")  # fmt: skip
+    finally:
+        wiring.close()
     print(SUMMARY_MARK + json.dumps(summary), flush=True)
 
 
@@ -273,38 +373,26 @@ def run_once(
     timeout: float = 600,
 ) -> RunResult:  # fmt: skip
     """One operator run in its own process group, killed at ``point`` (``None``: not killed)."""
-    env = {k: v for k, v in env.items() if k != "BINLOG_CDC_FAILPOINTS"}
-    if point is not None and point.failpoint:
-        env["BINLOG_CDC_FAILPOINTS"] = f"{point.failpoint}=kill@{point.nth}"
+    env = {k: v for k, v in env.items() if k != ENV}
+    if point is not None:
+        env[ENV] = point.failpoints
     args = [sys.executable, "-m", __name__, "child", json.dumps(asdict(spec)), "crash", str(try_number)]
     started = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            if point is not None and point.failpoint is None:
-                _kill_after_reading(proc, log, point.delay, started + timeout)
-            proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
+            proc.wait(timeout=timeout)
         finally:
             with contextlib.suppress(ProcessLookupError):  # a killed run's Spark JVM must not outlive it
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    text = log.read_text(errors="replace")
-    summary = None
-    for line in text.splitlines():
+    summary = landed = None
+    for line in log.read_text(errors="replace").splitlines():
         if line.startswith(SUMMARY_MARK):
             summary = json.loads(line[len(SUMMARY_MARK) :])
-    return RunResult(point, proc.returncode, time.monotonic() - started, log, summary)
-
-
-def _kill_after_reading(proc: subprocess.Popen[bytes], log: Path, delay: float, deadline: float) -> None:
-    """SIGKILL ``proc`` ``delay`` seconds after its log says it started reading."""
-    while proc.poll() is None and time.monotonic() < deadline:
-        if READING_MARK in log.read_text(errors="replace"):
-            time.sleep(delay)
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-            return
-        time.sleep(0.05)
+        elif line.startswith(KILL_MARK):
+            landed = line[len(KILL_MARK) :]
+    return RunResult(point, proc.returncode, time.monotonic() - started, log, summary, landed)
 
 
 # ---------------------------------------------------------------------------------------- checks
@@ -356,6 +444,8 @@ class CrashMatrix:
         lake read fresh (an uncached catalog on the warehouse); ``tables`` maps source -> target.
     :param spark: reads the ledger log; ``catalog``: the name under which ``verify``/``spark`` see
         the warehouse.
+    :param fresh_ledger: ledger changes the harness writes before each kill-phase run (the hits
+        a run is certain to make follow from them: :func:`certain_hits`).
     """
 
     spec: RunSpec
@@ -368,43 +458,49 @@ class CrashMatrix:
     seed: int = 1
     writer_interval: float = 0.4
     writer_steps: int = 40
+    fresh_ledger: int = FRESH_LEDGER
     log: Callable[[str], None] = print
     results: list[ScenarioResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.workload = Workload(self.conn, self.seed)
+        self._turns: list[str] = []
 
-    def scenario(self, kills: int, max_attempts: int | None = None) -> ScenarioResult:
-        """Kill phase of ``kills`` actual kills (at most ``max_attempts`` runs), then a clean run
-        and the checks."""
+    def scenario(self, kills: int) -> ScenarioResult:
+        """Kill phase of ``kills`` runs, each killed at its kill point, then a clean run and the
+        checks.
+
+        :raises RuntimeError: a run that was not killed at its kill point (it ended first or
+            failed), or a clean run that failed; the message names the seed and the run's log.
+        """
         index = len(self.results) + 1
-        for _ in range(3):  # something to drain before the first kill
-            self.workload.step()
-        writer = Writer(
-            self.workload, self.writer_interval, self.writer_steps
-        )  # the only user of the workload meanwhile
+        writer = Writer(self.workload, self.writer_interval, self.writer_steps)  # the workload's user
         runs: list[RunResult] = []
         writer.start()
         try:
-            attempts = max_attempts or kills * 3
-            while sum(r.killed for r in runs) < kills and len(runs) < attempts:
-                point = KillPoint.random(self.rng)
-                run = self._run(index, len(runs) + 1, point)
+            for n in range(1, kills + 1):
+                with writer.paused() as workload:  # after the last run ended, before this one starts
+                    fresh = workload.fill(self.fresh_ledger)
+                hits = certain_hits(fresh, self.spec.commit_rows)
+                point = KillPoint.random(self.rng, self._next_kind(), hits)
+                run = self._run(index, n, point)
                 runs.append(run)
-                if not run.killed and run.returncode != 0:
+                if not run.killed:
                     raise RuntimeError(
-                        f"scenario {index}: run at kill point {point} failed without a kill "
-                        f"(exit {run.returncode}); log {run.log}:\n{run.tail()}"
+                        f"crash matrix seed {self.seed}, scenario {index}: run {n} was not killed at "
+                        f"{point}, within the {hits[point.kind]} hits that a run reading {fresh} new "
+                        f"ledger changes is certain to make (exit {run.returncode}); log {run.log}:\n"
+                        + run.tail()
                     )
         finally:
             writer.stop()
-        final = self._run(index, len(runs) + 1, None, replace(self.spec, commit_rows=20 * COMMIT_ROWS))
+        final = self._run(index, kills + 1, None, replace(self.spec, commit_rows=20 * COMMIT_ROWS))
         runs.append(final)
         if final.returncode != 0:
             raise RuntimeError(
-                f"scenario {index}: the clean run failed (exit {final.returncode}); log {final.log}:\n"
-                + final.tail()
+                f"crash matrix seed {self.seed}, scenario {index}: the clean run failed "
+                f"(exit {final.returncode}); log {final.log}:\n" + final.tail()
             )
         result = ScenarioResult(index, runs, self.workload.changes)
         self.workload.changes = 0
@@ -419,15 +515,19 @@ class CrashMatrix:
         self.log(self.describe(result))
         return result
 
+    def _next_kind(self) -> str:
+        """The kinds take turns, in a new seeded order every ``len(KINDS)`` kills."""
+        if not self._turns:
+            self._turns = self.rng.sample(KINDS, len(KINDS))
+        return self._turns.pop()
+
     def _run(self, index: int, n: int, point: KillPoint | None, spec: RunSpec | None = None) -> RunResult:
         log = self.workdir / f"scenario{index:02d}-run{n:02d}.log"
         return run_once(spec or self.spec, self.env, log, point, try_number=n)
 
     @staticmethod
     def describe(result: ScenarioResult) -> str:
-        points = ", ".join(
-            f"{r.point}{'' if r.killed else ' (not reached)'}" for r in result.runs if r.point is not None
-        )
+        points = ", ".join(f"{r.point}{r.timer_note}" for r in result.runs if r.point is not None)
         verdict = "DIVERGED: " + "; ".join(result.diffs) if result.diverged else "lake == source"
         return (
             f"scenario {result.index}: {len(result.kills)} kills [{points}], "
@@ -435,20 +535,22 @@ class CrashMatrix:
         )
 
     def report(self) -> str:
-        """Kill points tried per kind, kills, divergences."""
-        by_kind: dict[str, list[int]] = {}
+        """Kills per kind of kill point (timer kills: how many landed at ``TIMER_LANDS_BY``),
+        divergences."""
+        by_kind = dict.fromkeys(KINDS, 0)
+        late_timers = 0
         for res in self.results:
-            for r in res.runs:
-                if r.point is not None:
-                    tried = by_kind.setdefault(r.point.kind, [0, 0])
-                    tried[0] += 1
-                    tried[1] += r.killed
-        kills = sum(len(r.kills) for r in self.results)
+            for r in res.kills:
+                assert r.point is not None
+                by_kind[r.point.kind] += 1
+                late_timers += bool(r.timer_note)
+        kills = sum(by_kind.values())
         diverged = sum(r.diverged for r in self.results)
-        kinds = ", ".join(f"{k} {v[1]}/{v[0]}" for k, v in sorted(by_kind.items()))
+        kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items())
+        late = f" ({late_timers} of them at {TIMER_LANDS_BY}, before the timer fired)" if late_timers else ""
         return (
-            f"crash matrix (seed {self.seed}): {len(self.results)} scenarios, {kills} kills "
-            f"(killed/tried per kill point: {kinds}), {diverged} divergences"
+            f"crash matrix (seed {self.seed}): {len(self.results)} scenarios, {kills} kills ({kinds}{late}), "
+            f"{diverged} divergences"
         )
 
 

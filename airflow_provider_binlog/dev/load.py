@@ -1,6 +1,6 @@
-"""A sustained load: a writer at a fixed rate into the demo ``shop`` tables while
-:class:`~airflow_provider_binlog.operators.binlog_to_spark.BinlogToSparkOperator` runs drain it
-again and again, as scheduled runs would; the lag after each run says whether the drains keep up.
+"""A sustained load: a writer at a fixed rate into the demo ``shop`` tables while drain runs
+(:class:`~airflow_provider_binlog.drain.run.Drain`, what the operator runs) drain it again and
+again, as scheduled runs would; the lag after each run says whether the drains keep up.
 
 ::
 
@@ -12,7 +12,7 @@ One scenario::
 
     recreate the shop schema, write warmup changes, warm-up run (Spark starts, tables are created)
     writer thread: demo changes at `rate` statements/s, transactions of 1-5 statement groups
-    `runs` times (or for `duration` s): operator run (drains to the head seen at its start), then
+    `runs` times (or for `duration` s): drain run (drains to the head seen at its start), then
                   the lag; the next run starts `interval` s after the previous one started (at once
                   when it took longer)
     stop the writer, one more run, then every lake table is compared with its source value by value
@@ -24,29 +24,24 @@ writer wrote during the pause before it. It stays bounded as long as a run merge
 than the writer makes them: each run then has about as much to do as the one before, instead of
 more and more.
 
-Operator runs share one SparkSession (``stop_spark=False``), as a long-lived worker would; the first
-run's Spark start is in the warm-up. Connections are env-var Airflow connections set for the
-scenario only. Used by ``tests/faults/test_load.py`` (a small setting) and the reliability benchmark.
+Runs share one SparkSession (``stop_spark=False``), as a long-lived worker would; the first run's
+Spark start is in the warm-up. The meta store is ZooKeeper (a fresh chroot per scenario). Used by
+``tests/faults/test_load.py`` (a small setting) and the reliability benchmark.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 from airflow_provider_binlog.dev import demo_data
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 
-MYSQL_CONN_ID = "binlog_load_mysql"
-ZOOKEEPER_CONN_ID = "binlog_load_zookeeper"
 STATEMENTS_PER_GROUP = 1.55  # demo_data.generate_changes: mean statements per loop step
 
 
@@ -165,24 +160,6 @@ class LoadReport:
         ]
 
 
-@contextlib.contextmanager
-def _connections(mariadb: MariaDbServer, zookeeper: ZooKeeperServer, chroot: str) -> Iterator[None]:
-    values = {
-        f"AIRFLOW_CONN_{MYSQL_CONN_ID.upper()}": mariadb.airflow_uri(),
-        f"AIRFLOW_CONN_{ZOOKEEPER_CONN_ID.upper()}": zookeeper.airflow_uri(chroot, timeout=10),
-    }
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def run_load(
     mariadb: MariaDbServer,
     zookeeper: ZooKeeperServer,
@@ -204,21 +181,29 @@ def run_load(
     :param warehouse: the Iceberg warehouse (used when this call starts Spark; a running session keeps
         its own); targets are ``lake.load_<random>.<table>``.
     :param rate: writer statements per second.
-    :param runs: operator runs while the writer runs (at least).
+    :param runs: drain runs while the writer runs (at least).
     :param duration: if given, runs go on until this many seconds passed since the writer started.
     :param interval: seconds from one run's start to the next one's (0: back to back).
     :param warmup_changes: changes written before the warm-up run.
-    :param max_rows_per_commit: the operator's setting.
+    :param max_rows_per_commit: the drain's setting (the operator's of the same name).
     :param spark_master: Spark master when this call starts Spark.
     :param seed: the writer's first random seed.
     """
-    from kazoo.client import KazooClient
-
-    from airflow_provider_binlog.canal.meta.model import ClientIdentity
-    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+    from airflow_provider_binlog.binlog.client import ReplicationConfig
+    from airflow_provider_binlog.canal.instance import InstanceConfig
+    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.routing import Routes
+    from airflow_provider_binlog.drain import (
+        Drain,
+        Limits,
+        RunSettings,
+        Wiring,
+        ZooKeeperConfig,
+        source_connection,
+        store_capacity,
+    )
     from airflow_provider_binlog.lake.session import create_session
     from airflow_provider_binlog.lake.verify import verify_tables
-    from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
     ns = f"load_{uuid.uuid4().hex[:8]}"
     destination = ns.replace("_", "-")
@@ -230,41 +215,50 @@ def run_load(
         demo_data.generate_changes(conn, warmup_changes, seed=seed - 1)
     finally:
         conn.close()
-    zk: KazooClient | None = None
+    source = ReplicationConfig(
+        host=mariadb.host, port=mariadb.port, user=mariadb.repl_user, password=mariadb.repl_password,
+        origin="the load test's source",
+    )  # fmt: skip
+    routes = Routes(tables)
+    limits = Limits(max_rows_per_commit=max_rows_per_commit)
+    config = InstanceConfig(
+        destination, source, routes.filter(), start=parse_point(start), **store_capacity(limits)
+    )
+    wiring = Wiring(
+        ZooKeeperConfig(zookeeper.hosts, chroot=chroot, timeout=10, origin="the load test's ZooKeeper")
+    )
+
+    def start_spark() -> Any:
+        return create_session(
+            app_name=f"binlog-cdc-{destination}", master=spark_master, warehouse=warehouse, catalog="lake"
+        )
 
     def one_run(n: int) -> RunFigures:
-        nonlocal zk
-        op = BinlogToSparkOperator(
-            task_id="load", destination=destination, tables=tables, start_from=start,
-            mysql_conn_id=MYSQL_CONN_ID, zookeeper_conn_id=ZOOKEEPER_CONN_ID, warehouse=warehouse,
-            spark_master=spark_master, stop_spark=False, max_rows_per_commit=max_rows_per_commit,
-        )  # fmt: skip
         run_id = f"load_{n}"
-        ti = SimpleNamespace(dag_id="load", task_id="load", try_number=1, run_id=run_id)
-        context: Any = {"ti": ti, "run_id": run_id}  # the fields the operator reads
+        settings = RunSettings(run_id=run_id, label=f"load/{run_id}", limits=limits, stop_spark=False)
         began = time.monotonic()
-        summary = op.execute(context)
+        drain = Drain(
+            wiring.instance(config, settings.label), routes, settings, spark=start_spark,
+            connect=lambda: source_connection(source),
+        )  # fmt: skip
+        summary = drain.run("head")
         seconds = time.monotonic() - began
-        if zk is None:  # the chroot exists after the first run
-            zk = KazooClient(hosts=zookeeper.hosts + chroot)
-            zk.start(timeout=15)
-        cursor = ZooKeeperMetaManager(zk).get_cursor(ClientIdentity(destination, 1001)).value
+        cursor = wiring.meta_manager().get_cursor(config.identity).value
         lag = time.time() - cursor.timestamp / 1000 if cursor is not None and cursor.timestamp else math.nan
         return RunFigures(n, int(summary["changes"]), seconds, lag, writer.written)
 
     writer = RateWriter(mariadb, rate, seed=seed)
     try:
-        with _connections(mariadb, zookeeper, chroot):
-            warmup = one_run(0)
-            writer.start()
-            writing = time.monotonic()
-            figures: list[RunFigures] = []
-            while len(figures) < runs or (duration and time.monotonic() - writing < duration):
-                began = time.monotonic()
-                figures.append(one_run(len(figures) + 1))
-                time.sleep(max(0.0, interval - (time.monotonic() - began)))
-            written = writer.stop()
-            final = one_run(len(figures) + 1)
+        warmup = one_run(0)
+        writer.start()
+        writing = time.monotonic()
+        figures: list[RunFigures] = []
+        while len(figures) < runs or (duration and time.monotonic() - writing < duration):
+            began = time.monotonic()
+            figures.append(one_run(len(figures) + 1))
+            time.sleep(max(0.0, interval - (time.monotonic() - began)))
+        written = writer.stop()
+        final = one_run(len(figures) + 1)
         spark = create_session(master=spark_master, warehouse=warehouse)
         conn = mariadb.connect()
         try:
@@ -274,7 +268,5 @@ def run_load(
     finally:
         with contextlib.suppress(Exception):  # already stopped unless a run failed
             writer.stop()
-        if zk is not None:
-            zk.stop()
-            zk.close()
+        wiring.close()
     return LoadReport(rate, warmup, figures, final, written, writer.seconds, diffs)

@@ -1,4 +1,6 @@
-"""Hooks: Airflow connections -> the core's configuration (replication source, meta store, HA).
+"""BinlogHook: Airflow connections -> the core's configuration (replication source, meta store, HA),
+handed to :class:`~..drain.wiring.Wiring`, the one place that builds meta manager, ZooKeeper
+client, running node and instance.
 
 Connections
 -----------
@@ -6,11 +8,7 @@ Connections
 pymysql ``ssl`` options) or ``ssl_ca`` / ``ssl_cert`` / ``ssl_key``; ``server_id`` (replica id to
 register with) and ``heartbeat_period`` as optional extras.
 
-``zookeeper`` (registered by this provider): host (``zk1`` or ``zk1:2181,zk2:2181``), port,
-schema = chroot (or extra ``chroot``), login/password = digest credentials, extra ``acl``
-(``creator``: nodes readable and writable only by those credentials; ``open``: world-readable and
-writable; default ``creator`` when credentials are given), extra ``timeout`` (seconds).
-URI form: ``zookeeper://user:secret@zk1:2181/binlog-cdc?acl=creator``.
+``zookeeper`` (registered by this provider): see :mod:`.zookeeper`.
 
 Without a ZooKeeper connection the meta store is a local directory (``meta_dir``, default
 ``$BINLOG_CDC_META_DIR`` or ``$AIRFLOW_HOME/binlog-cdc/meta``) and there is no cross-worker HA:
@@ -29,15 +27,14 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
-from airflow_provider_binlog.canal.errors import MetaAuthError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta.base import MetaManager
-from airflow_provider_binlog.canal.meta.file import FileMetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
 from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.drain.wiring import Wiring, source_connection
 from airflow_provider_binlog.errors import ConfigurationError
+from airflow_provider_binlog.hooks.zookeeper import ZooKeeperHook
 
 
 def _bool(value: Any) -> bool:
@@ -67,137 +64,6 @@ def replication_config(conn: Any, server_id: int | None = None) -> ReplicationCo
         host=conn.host, port=int(conn.port or 3306), user=conn.login or "root",
         password=conn.password or "", ssl=ssl or None, origin=f"connection {conn.conn_id!r}", **kwargs,
     )  # fmt: skip
-
-
-class ZooKeeperHook(BaseHook):
-    """A ZooKeeper ensemble for cursors, marks and the ``running`` node.
-
-    :param zookeeper_conn_id: the ``zookeeper`` connection.
-    """
-
-    conn_name_attr = "zookeeper_conn_id"
-    default_conn_name = "zookeeper_default"
-    conn_type = "zookeeper"
-    hook_name = "ZooKeeper (binlog CDC meta store)"
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {
-                "host": "Hosts (zk1:2181,zk2:2181)",
-                "schema": "Chroot",
-                "login": "Digest user",
-                "password": "Digest password",
-            },
-            "placeholders": {"extra": '{"acl": "creator", "timeout": 15}'},
-        }
-
-    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.zookeeper_conn_id = zookeeper_conn_id
-        self._client: Any = None
-
-    def __repr__(self) -> str:
-        return f"ZooKeeperHook(zookeeper_conn_id={self.zookeeper_conn_id!r})"
-
-    def settings(self) -> dict[str, Any]:
-        """Hosts, chroot, timeout, ACL mode and whether digest credentials are set (not the secret)."""
-        conn = self.get_connection(self.zookeeper_conn_id)
-        extra = conn.extra_dejson
-        hosts = extra.get("hosts") or conn.host or ""
-        if not hosts:
-            raise ConfigurationError(f"ZooKeeper connection {self.zookeeper_conn_id!r} has no host")
-        if conn.port and "," not in hosts and ":" not in hosts:
-            hosts = f"{hosts}:{conn.port}"
-        chroot = extra.get("chroot") or conn.schema or ""
-        if chroot and not chroot.startswith("/"):
-            chroot = "/" + chroot
-        return {
-            "hosts": hosts,
-            "chroot": chroot.rstrip("/"),
-            "timeout": float(extra.get("timeout", 15)),
-            "acl": extra.get("acl") or ("creator" if conn.login else "open"),
-            "digest_user": conn.login or None,
-        }
-
-    def get_conn(self) -> Any:
-        """A started :class:`kazoo.client.KazooClient` on the chroot (created if missing)."""
-        if self._client is not None:
-            return self._client
-        from kazoo.client import KazooClient
-        from kazoo.handlers.threading import KazooTimeoutError
-
-        conn = self.get_connection(self.zookeeper_conn_id)
-        s = self.settings()
-        auth = [("digest", f"{conn.login}:{conn.password or ''}")] if conn.login else None
-        acl = None
-        if s["acl"] == "creator" and conn.login:
-            from kazoo.security import make_digest_acl
-
-            acl = [make_digest_acl(conn.login, conn.password or "", all=True)]
-        if s["chroot"]:
-            root = KazooClient(hosts=s["hosts"], timeout=s["timeout"], auth_data=auth, default_acl=acl)
-            try:
-                root.start(timeout=s["timeout"])
-                root.ensure_path(s["chroot"])
-            except KazooTimeoutError:
-                raise ConfigurationError(
-                    f"cannot reach ZooKeeper at {s['hosts']} (connection {self.zookeeper_conn_id!r}) "
-                    f"within {s['timeout']:.0f} s"
-                ) from None
-            finally:
-                root.stop()
-                root.close()
-        from airflow_provider_binlog.canal.meta.zookeeper import CONNECTION_RETRY
-
-        client = KazooClient(
-            hosts=s["hosts"] + s["chroot"], timeout=s["timeout"], auth_data=auth, default_acl=acl,
-            connection_retry=CONNECTION_RETRY,
-        )  # fmt: skip
-        try:
-            client.start(timeout=s["timeout"])
-        except KazooTimeoutError:
-            client.close()
-            raise ConfigurationError(
-                f"cannot reach ZooKeeper at {s['hosts']} (connection {self.zookeeper_conn_id!r}) "
-                f"within {s['timeout']:.0f} s"
-            ) from None
-        self._check_access(client, s, conn.login)
-        self._client = client
-        return client
-
-    def _check_access(self, client: Any, settings: dict[str, Any], login: str | None) -> None:
-        """Read the chroot once, so wrong digest credentials fail here, naming the connection, instead
-        of at the first cursor read as a bare ZooKeeper refusal."""
-        from kazoo.exceptions import NoAuthError
-
-        try:
-            client.get_children("/")
-        except NoAuthError:
-            client.stop()
-            client.close()
-            who = f"the digest credentials of user {login!r}" if login else "no digest credentials"
-            raise MetaAuthError(
-                f"ZooKeeper at {settings['hosts']} refused access to {settings['chroot'] or '/'} with {who} "
-                f"(connection {self.zookeeper_conn_id!r}): check its login and password"
-            ) from None
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.stop()
-            self._client.close()
-            self._client = None
-
-    def test_connection(self) -> tuple[bool, str]:
-        try:
-            client = self.get_conn()
-            client.get_children("/")
-            return True, f"connected to ZooKeeper {self.settings()['hosts']}"
-        except Exception as exc:
-            return False, str(exc)
-        finally:
-            self.close()
 
 
 class BinlogHook(BaseHook):
@@ -247,18 +113,14 @@ class BinlogHook(BaseHook):
 
     def source_connection(self) -> Any:
         """A plain autocommit pymysql connection to the source (for SELECTs)."""
-        import pymysql
+        return source_connection(self.replication_config)
 
-        c = self.replication_config
-        return pymysql.connect(
-            host=c.host, port=c.port, user=c.user, password=c.password, ssl=c.ssl,
-            connect_timeout=c.connect_timeout, autocommit=True, charset="utf8mb4",
-        )  # fmt: skip
-
-    def meta_manager(self) -> MetaManager:
-        """ZooKeeper when a connection is configured, else the file store in :attr:`meta_dir`."""
+    @cached_property
+    def wiring(self) -> Wiring:
+        """ZooKeeper when a connection is configured, else the file store in :attr:`meta_dir`
+        (default ``$BINLOG_CDC_META_DIR`` or ``$AIRFLOW_HOME/binlog-cdc/meta``)."""
         if self._zk_hook is not None:
-            return ZooKeeperMetaManager(self._zk_hook.get_conn())
+            return Wiring(self._zk_hook.config())
         directory = (
             self.meta_dir
             or os.environ.get("BINLOG_CDC_META_DIR")
@@ -266,15 +128,15 @@ class BinlogHook(BaseHook):
                 os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "binlog-cdc", "meta"
             )
         )
-        return FileMetaManager(directory)
+        return Wiring(meta_dir=directory)
+
+    def meta_manager(self) -> MetaManager:
+        """The destination's meta store (see :attr:`wiring`)."""
+        return self.wiring.meta_manager()
 
     def running_node(self, identity: ClientIdentity, label: str) -> Any:
         """The HA node for a destination client (``None`` without ZooKeeper)."""
-        if self._zk_hook is None:
-            return None
-        from airflow_provider_binlog.canal.ha import RunningNode
-
-        return RunningNode(self._zk_hook.get_conn(), identity, label=label)
+        return self.wiring.running_node(identity, label)
 
     def instance(
         self,
@@ -298,10 +160,11 @@ class BinlogHook(BaseHook):
             destination=destination, source=self.replication_config, filter=table_filter,
             client_id=client_id, start=start or StartSpec(), **config,
         )  # fmt: skip
-        meta = self.meta_manager()
-        return CanalInstance(cfg, meta, running=self.running_node(cfg.identity, label))
+        return self.wiring.instance(cfg, label)
 
     def close(self) -> None:
+        if "wiring" in self.__dict__:
+            self.wiring.close()
         if self._zk_hook is not None:
             self._zk_hook.close()
 

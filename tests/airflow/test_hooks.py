@@ -11,7 +11,8 @@ import pytest
 from airflow_harness import mysql_uri
 
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer, free_port
-from airflow_provider_binlog.hooks.binlog import BinlogHook, ZooKeeperHook
+from airflow_provider_binlog.hooks.binlog import BinlogHook
+from airflow_provider_binlog.hooks.zookeeper import ZooKeeperHook
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The operator's pause of Python's cyclic garbage collector during a drain (pure, no services)."""
+"""The drain's pause of Python's cyclic garbage collector during a drain (pure, no services)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_binlog.operators.binlog_to_spark import CollectorPause
+from airflow_provider_binlog.drain.collector import CollectorPause
 
 
 class _Node:

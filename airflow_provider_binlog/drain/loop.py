@@ -1,0 +1,285 @@
+"""The exactly-once loop of one run: fold -> take -> commit in a second thread -> ack in order.
+
+::
+
+    get batch -> merger.add_many (folded to the last change per key at once; the batch's memory
+        in the store is released, not acked) ... every max_rows_per_commit / max_bytes_per_commit
+        held, when nothing more is buffered, or when Spark is idle and a tenth of
+        max_rows_per_commit is held: hand the chunk to the committer thread (it stages the chunk
+        and runs MERGE INTO per target, the snapshot properties carrying the position) while this
+        thread reads the next chunk; once that commit returned, this thread acks the chunk's
+        batches. One commit at a time, acks in batch order.
+
+Batches taken while Spark is still starting (the merger is built in the committer thread, where
+it loads every known target's exactly-once mark) wait aside and are folded once it is up.
+
+Exactly once: a batch is acked (the cursor moves) only after the commit holding it returned; a
+failed commit acks nothing; the lake's marks make a retry after a crash between commit and ack
+skip what is already there. Failpoints (:mod:`..faults`): ``drain`` (a batch taken),
+``before_commit`` (a chunk about to be handed over), ``after_commit`` (its commit returned, nothing
+acked yet), ``ack`` (before each ack), ``after_ack`` (a chunk's batches all acked).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future, wait
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from airflow_provider_binlog.faults import failpoint
+
+Report = Callable[[int, str], None]
+
+
+class Consumer(Protocol):
+    """What the loop uses of a :class:`~..canal.instance.CanalInstance`."""
+
+    store: Any
+
+    def get_without_ack(self, batch_size: int = ..., timeout: float | None = ...) -> Any: ...
+
+    def ack(self, batch_id: int) -> Any: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def cursor(self) -> Any: ...
+
+    @property
+    def lag_seconds(self) -> float | None: ...
+
+
+class Merger(Protocol):
+    """What the loop uses of a :class:`~..lake.merge.ChangeMerger`."""
+
+    @property
+    def held(self) -> int: ...
+
+    @property
+    def timings(self) -> dict[str, float]: ...
+
+    def add_many(self, entries: Sequence[Any], target_for: Any) -> int: ...
+
+    def take(self) -> Any: ...
+
+    def commit(self, chunk: Any, end: Any) -> dict[str, Any]: ...
+
+    def committed(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How big a chunk grows.
+
+    :param batch_size: entries per batch taken from the store.
+    :param max_rows_per_commit: row images a commit holds (one per key a chunk touches).
+    :param max_bytes_per_commit: the estimated bytes of those row images.
+    :param progress_interval: seconds between progress lines.
+    """
+
+    batch_size: int = 5_000
+    max_rows_per_commit: int = 1_000_000
+    max_bytes_per_commit: int = 1024 * 1024 * 1024
+    progress_interval: float = 10.0
+
+
+@dataclass
+class _InFlight:
+    """The chunk the committer thread is merging."""
+
+    future: Future[tuple[dict[str, Any], float]]
+    batch_ids: list[int]
+    changes: int
+    images: int
+
+
+class ChunkLoop:
+    """One run's drain loop (see the module docstring); :meth:`run` returns when the instance is
+    done and every batch is acked, or raises (then nothing past the last returned commit is acked).
+
+    :param destination: named in the log lines.
+    :param instance: the subscribed instance.
+    :param merger: the merger being built in ``committer`` (Spark's start, the marks loaded).
+    :param committer: one thread; the commits run there in order.
+    :param target_for: ``(schema, table) -> target or None`` (the routes).
+    :param limits: chunk size limits.
+    :param report: ``report(level, line)`` for the task log.
+    :param tick: called after each settled commit (the collector pause's tick).
+    """
+
+    def __init__(
+        self,
+        destination: str,
+        instance: Consumer,
+        merger: Future[Any],
+        committer: Executor,
+        target_for: Callable[[str, str], str | None],
+        limits: Limits,
+        report: Report,
+        tick: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.destination = destination
+        self.instance = instance
+        self.starting = merger
+        self.committer = committer
+        self.target_for = target_for
+        self.limits = limits
+        self.report = report
+        self.tick = tick
+        self.merger: Merger | None = None  # set once Spark is up
+        # seconds of this loop on the main thread: waiting for the parser thread, buffering
+        # entries, waiting for the commit thread, acking (merger.timings splits the commits)
+        self.timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit_wait": 0.0, "ack": 0.0}
+        self.totals: dict[str, dict[str, int]] = {}
+        self.batches = 0  # taken
+        self.commits = 0  # settled
+        self.changes = 0  # in the lake (settled commits)
+        self.pending: list[int] = []  # batch ids of the chunk being read
+        self.rows = 0  # changes folded into that chunk
+        self.size = 0  # estimated bytes of the changes read for that chunk
+        self.last_end: Any = None  # end position of the last batch taken
+        self.early: list[tuple[int, Sequence[Any]]] = []  # batches taken while Spark was starting
+        self.in_flight: _InFlight | None = None
+        self.started = self.last_log = 0.0  # set by run()
+
+    # ------------------------------------------------------------------ Spark
+
+    def open_merger(self) -> Merger:
+        """The merger, waiting for Spark's start if needed."""
+        if self.merger is None:
+            self.merger = self.starting.result()
+        return self.merger
+
+    def _feed(
+        self, batch_id: int | None = None, entries: Sequence[Any] = (), wait_for_spark: bool = False
+    ) -> None:
+        """Fold a batch into the merger and release it from the store, or keep it aside until
+        Spark is up (the merger reads the lake's marks)."""
+        if batch_id is not None:
+            self.early.append((batch_id, entries))
+        if self.merger is None and not wait_for_spark and not self.starting.done():
+            return
+        if self.merger is None:
+            t0 = time.perf_counter()
+            self.open_merger()
+            self.timings["spark_start"] += time.perf_counter() - t0
+        merger = self.merger
+        assert merger is not None
+        for taken_id, taken in self.early:
+            self.rows += merger.add_many(taken, self.target_for)
+            self.instance.store.release(taken_id)
+        self.early.clear()
+
+    # ------------------------------------------------------------------ commits
+
+    def _commit(self, chunk: Any, end: Any) -> tuple[dict[str, Any], float]:
+        """In the committer thread."""
+        assert self.merger is not None
+        t0 = time.monotonic()
+        return self.merger.commit(chunk, end), time.monotonic() - t0
+
+    def _hand_over(self) -> None:
+        """Settle the running commit, then give the held chunk to the committer thread."""
+        self._feed(wait_for_spark=True)
+        merger = self.merger
+        assert merger is not None
+        failpoint("before_commit")
+        self._settle()  # one commit at a time: batches are acked in order
+        images = merger.held
+        chunk = merger.take()
+        future = self.committer.submit(self._commit, chunk, self.last_end)
+        self.in_flight = _InFlight(future, self.pending, self.rows, images)
+        self.pending, self.rows, self.size = [], 0, 0
+
+    def _settle(self) -> None:
+        """Wait for the running commit, then ack its batches: the cursor moves only now."""
+        flight = self.in_flight
+        if flight is None:
+            return
+        self.in_flight = None
+        clock = time.perf_counter
+        t0 = clock()
+        committed, seconds = flight.future.result()
+        for target, counts in committed.items():
+            acc = self.totals.setdefault(target, {})
+            for k, v in counts.as_dict().items():
+                acc[k] = acc.get(k, 0) + v
+        t1 = clock()
+        self.timings["commit_wait"] += t1 - t0
+        failpoint("after_commit")
+        for batch_id in flight.batch_ids:
+            failpoint("ack")
+            self.instance.ack(batch_id)
+        self.timings["ack"] += clock() - t1
+        failpoint("after_ack")
+        self.commits += 1
+        self.changes += flight.changes
+        cursor = self.instance.cursor
+        self.report(
+            logging.INFO,
+            f"destination {self.destination}: chunk {self.commits} in the lake: {flight.changes} changes as "
+            f"{flight.images} row images, merged in {seconds:.1f} s; acked up to "
+            f"{cursor.binlog_position if cursor is not None else None}",
+        )
+        self.tick()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        """Drain until the instance is done and every batch is acked."""
+        instance, limits, timings = self.instance, self.limits, self.timings
+        clock = time.perf_counter
+        self.started = self.last_log = time.monotonic()
+        while True:
+            if not self.pending and instance.done:
+                break
+            t0 = clock()
+            batch = instance.get_without_ack(limits.batch_size, timeout=1.0)
+            t1 = clock()
+            timings["wait"] += t1 - t0
+            if batch.id is not None:
+                failpoint("drain")
+                self.batches += 1
+                self.pending.append(batch.id)
+                started_spark = timings["spark_start"]
+                self._feed(batch.id, batch.entries)
+                self.size += batch.size
+                self.last_end = batch.entries[-1].end_position
+                timings["buffer"] += clock() - t1 - (timings["spark_start"] - started_spark)
+            elif not self.pending and self.in_flight is not None:  # nothing to read: give the commit time
+                wait([self.in_flight.future], timeout=0.5)
+            merger = self.merger
+            held = merger.held if merger is not None else 0  # nothing is folded before Spark is up
+            # the held images' bytes, estimated from the changes read for them
+            full = held >= limits.max_rows_per_commit or (
+                self.rows and self.size * held // self.rows >= limits.max_bytes_per_commit
+            )
+            # Spark is idle: commit what is held rather than let the chunk grow (the last chunk,
+            # merged after everything is read, stays about what one commit's time reads)
+            idle = (self.in_flight is None or self.in_flight.future.done()) and (
+                held >= limits.max_rows_per_commit // 10
+            )
+            if self.pending and (batch.id is None or full or (merger is not None and idle)):
+                self._hand_over()
+            elif self.in_flight is not None and self.in_flight.future.done():
+                self._settle()  # ack as soon as the lake has the chunk
+            now = time.monotonic()
+            if now - self.last_log >= limits.progress_interval:
+                self.last_log = now
+                self._progress(now)
+        self._settle()
+
+    def _progress(self, now: float) -> None:
+        merging = self.in_flight.changes if self.in_flight is not None else 0
+        read = self.changes + merging + self.rows
+        lag = self.instance.lag_seconds
+        self.report(
+            logging.INFO,
+            f"destination {self.destination}: {read} changes read ({read / (now - self.started):.0f}/s), "
+            f"{self.changes} in the lake, {merging} merging; read up to {self.last_end}, lag "
+            + ("unknown" if lag is None else f"{lag:.1f} s"),
+        )

@@ -1,0 +1,237 @@
+"""One run of a destination, from the running node to the summary (no Airflow here).
+
+::
+
+    take the destination's running node  (waits running_timeout, then fails naming the holder)
+    snapshot=initial|when_needed: snapshot (or resume the snapshot of) the tables that need one,
+          else start Spark in the committer thread (while the stop point is fixed and the parser starts)
+    fix the stop point; subscribe (reads the cursor; batches an earlier attempt left un-acked are
+          rolled back); record the run as running
+    in the committer thread: the merger on Spark, every known target's mark loaded
+    reconcile the earlier attempt's batches (marks vs. lake marks), then the loop (:mod:`.loop`)
+    record the run (meta store) and return the summary; release the running node
+
+The cyclic garbage collector is paused from the parser's start to the end of the drain
+(:class:`.collector.CollectorPause`). Progress goes to ``report(level, line)`` (the operator's
+logs to the task log).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from airflow_provider_binlog.drain.collector import CollectorPause
+from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
+from airflow_provider_binlog.drain.reconcile import reconcile
+from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
+from airflow_provider_binlog.drain.source import known_routes, stop_point
+
+if TYPE_CHECKING:
+    from airflow_provider_binlog.canal.instance import CanalInstance
+    from airflow_provider_binlog.canal.routing import Routes
+    from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+
+log = logging.getLogger(__name__)
+
+
+def log_report(level: int, line: str) -> None:
+    """The default ``report``: this module's logger."""
+    log.log(level, "%s", line)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run does beyond its routes (the operator's parameters of the same names).
+
+    :param run_id: the run's id in the meta store's run records.
+    :param label: who runs (shown in the ``running`` node and the run record).
+    :param try_number: the attempt (recorded).
+    :param limits: batch and chunk sizes, progress interval.
+    :param running_timeout: seconds to wait for another consumer of the destination.
+    :param snapshot: ``never``, ``initial`` or ``when_needed``.
+    :param snapshot_chunk_size: rows per snapshot chunk.
+    :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
+    """
+
+    run_id: str = "manual"
+    label: str = ""
+    try_number: int = 1
+    limits: Limits = field(default_factory=Limits)
+    running_timeout: float = 60.0
+    snapshot: str = "never"
+    snapshot_chunk_size: int = 50_000
+    stop_spark: bool = True
+
+    def __post_init__(self) -> None:
+        if self.snapshot not in SNAPSHOT_MODES:
+            raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {self.snapshot!r}")
+
+
+class StoreCapacity(TypedDict):
+    """The store's capacity fields of :class:`~..canal.instance.InstanceConfig`."""
+
+    max_entries: int
+    max_bytes: int
+
+
+def store_capacity(limits: Limits) -> StoreCapacity:
+    """The store's read-ahead for these limits (:class:`~..canal.instance.InstanceConfig` fields):
+    a quarter of a commit's rows and bytes on top of a batch."""
+    return StoreCapacity(
+        max_entries=limits.max_rows_per_commit // 4 + limits.batch_size,
+        max_bytes=limits.max_bytes_per_commit // 4 + 64 * 1024 * 1024,
+    )
+
+
+class Drain:
+    """One run of a destination (see the module docstring).
+
+    :param instance: the destination's instance, built with :func:`store_capacity` (not yet
+        subscribed); the run owns it from here and closes it.
+    :param routes: source tables -> targets.
+    :param settings: the run's settings.
+    :param spark: starts the SparkSession (called in the committer thread).
+    :param connect: opens a plain connection to the source (``information_schema``, snapshots).
+    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param report: ``report(level, line)`` for progress and decisions.
+    """
+
+    def __init__(
+        self,
+        instance: CanalInstance,
+        routes: Routes,
+        settings: RunSettings,
+        *,
+        spark: Callable[[], Any],
+        connect: Callable[[], Any],
+        target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
+        report: Report = log_report,
+    ) -> None:
+        self.instance = instance
+        self.routes = routes
+        self.settings = settings
+        self.spark_factory = spark
+        self.connect = connect
+        self.target_options = target_options
+        self.report = report
+        self.destination = instance.config.destination
+        self.spark: Any = None  # the session, once this run started or used one
+        self.session: Future[Any] | None = None  # Spark's start in the committer thread
+        self.starting: Future[ChangeMerger] | None = None  # then the merger's
+        self.loop: ChunkLoop | None = None
+
+    def _make_merger(self) -> ChangeMerger:
+        """In the committer thread: Spark, then the merger with every known target's mark loaded
+        (the first fold of a target would wait for Spark to load its table otherwise)."""
+        from airflow_provider_binlog.lake.merge import ChangeMerger
+
+        spark = self.spark or (self.session.result() if self.session is not None else self.spark_factory())
+        limits = self.settings.limits
+        merger = ChangeMerger(
+            spark, self.destination, known_routes(self.connect, self.routes), self.target_options,
+            max_rows=limits.max_rows_per_commit + limits.batch_size + 1,
+        )  # fmt: skip
+        merger.load_marks()
+        return merger
+
+    def run(self, stop_at: Any = "head") -> dict[str, Any]:
+        """Drain to ``stop_at`` (``head``, ``file:pos``, ``gtid:SET``, a timestamp); return the summary:
+        destination, start, end, stop, batches, commits, changes, seconds, tables, timings."""
+        from airflow_provider_binlog.canal.errors import PurgedPositionError
+
+        instance, settings, report = self.instance, self.settings, self.report
+        # commits run on this thread (see the loop); it first starts Spark while the parser reads
+        committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+        collector = CollectorPause()
+        try:
+            # one consumer per destination from before the snapshot to the end of the run
+            instance.hold(settings.running_timeout)
+            if settings.snapshot != "never":
+                self.spark = initial_snapshot(
+                    instance, self.connect, known_routes(self.connect, self.routes),
+                    mode=settings.snapshot, chunk_size=settings.snapshot_chunk_size,
+                    target_options=self.target_options, spark=self.spark_factory, report=report,
+                )  # fmt: skip
+            else:  # the JVM starts (seconds) while the stop point is fixed and the parser starts
+                self.session = committer.submit(self.spark_factory)
+            stop = stop_point(instance.client, stop_at)
+            collector.__enter__()  # from the parser's start to the end of the drain
+            try:
+                point = instance.subscribe(stop_at=stop, running_timeout=settings.running_timeout)
+            except PurgedPositionError as exc:  # snapshot="when_needed" handled it before
+                raise PurgedPositionError(
+                    f"destination {self.destination}: {exc} This operator does that with "
+                    'snapshot="when_needed".'
+                ) from None
+            report(
+                logging.INFO,
+                f"destination {self.destination}: reading {point} .. {stop} (start: {point.reason})",
+            )
+            instance.meta.record_run(
+                instance.identity, settings.run_id, state="running", start=str(point), stop=str(stop),
+                try_number=settings.try_number, label=settings.label,
+            )  # fmt: skip
+            # Spark reads the lake's marks (seconds, with its start) while the first chunk is read
+            self.starting = committer.submit(self._make_merger)
+            loop = self.loop = ChunkLoop(
+                self.destination, instance, self.starting, committer, self.routes.target_for,
+                settings.limits, report, collector.tick,
+            )  # fmt: skip
+            if instance.stale_marks:
+                for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
+                    report(logging.INFO, stale.describe())
+            loop.run()
+            return self._finish(point, stop, loop)
+        finally:
+            instance.close()
+            committer.shutdown(wait=True)  # a failed attempt leaves no statement running
+            collector.__exit__()
+            self._close()
+
+    def _finish(self, point: Any, stop: Any, loop: ChunkLoop) -> dict[str, Any]:
+        instance = self.instance
+        cursor = instance.cursor
+        end = str(cursor.binlog_position) if cursor is not None and cursor.binlog_position else str(point)
+        elapsed = time.monotonic() - loop.started
+        timings = {**loop.timings, **(loop.merger.timings if loop.merger is not None else {})}
+        summary = {
+            "destination": self.destination,
+            "start": str(point),
+            "end": end,
+            "stop": str(stop),
+            "batches": loop.batches,
+            "commits": loop.commits,
+            "changes": loop.changes,
+            "seconds": round(elapsed, 3),
+            "tables": loop.totals,
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+        }
+        instance.meta.record_run(
+            instance.identity, self.settings.run_id, state="success", end=end, tables=loop.totals
+        )
+        self.report(
+            logging.INFO,
+            f"destination {self.destination}: done, {loop.changes} changes in {loop.batches} batches, "
+            f"{elapsed:.1f} s; {point} .. {end}; {loop.totals}; seconds {summary['timings']}",
+        )
+        return summary
+
+    def _close(self) -> None:
+        """Close the merger and stop Spark (when this run owns it), also when they were made but never
+        used; the committer thread has ended."""
+        merger: Any = self.loop.merger if self.loop is not None else None
+        if merger is None and self.starting is not None and self.starting.exception() is None:
+            merger = self.starting.result()  # made, never used
+        if merger is not None:
+            self.spark = merger.spark
+        if self.spark is None and self.session is not None and self.session.exception() is None:
+            self.spark = self.session.result()  # started, never used
+        if merger is not None:
+            merger.close()
+        if self.spark is not None and self.settings.stop_spark:
+            self.spark.stop()

@@ -1,0 +1,105 @@
+"""ZooKeeperHook: an Airflow ``zookeeper`` connection -> the core's :class:`~..drain.wiring.ZooKeeperConfig`.
+
+Connection: host (``zk1`` or ``zk1:2181,zk2:2181``, or extra ``hosts``), port, schema = chroot (or
+extra ``chroot``), login/password = digest credentials, extra ``acl`` (``creator``: nodes readable and
+writable only by those credentials; ``open``: world-readable and writable; default ``creator`` when
+credentials are given), extra ``timeout`` (seconds). URI form:
+``zookeeper://user:secret@zk1:2181/binlog-cdc?acl=creator``.
+
+The password never leaves the connection: reprs, logs and error messages name the connection id,
+hosts and user only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_binlog.drain.wiring import ZooKeeperConfig, connect_zookeeper, normal_chroot
+from airflow_provider_binlog.errors import ConfigurationError
+
+
+class ZooKeeperHook(BaseHook):
+    """A ZooKeeper ensemble for cursors, marks and the ``running`` node.
+
+    :param zookeeper_conn_id: the ``zookeeper`` connection.
+    """
+
+    conn_name_attr = "zookeeper_conn_id"
+    default_conn_name = "zookeeper_default"
+    conn_type = "zookeeper"
+    hook_name = "ZooKeeper (binlog CDC meta store)"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": [],
+            "relabeling": {
+                "host": "Hosts (zk1:2181,zk2:2181)",
+                "schema": "Chroot",
+                "login": "Digest user",
+                "password": "Digest password",
+            },
+            "placeholders": {"extra": '{"acl": "creator", "timeout": 15}'},
+        }
+
+    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperHook(zookeeper_conn_id={self.zookeeper_conn_id!r})"
+
+    def config(self) -> ZooKeeperConfig:
+        """The connection as the core wants it (its repr hides the password)."""
+        conn = self.get_connection(self.zookeeper_conn_id)
+        extra = conn.extra_dejson
+        hosts = extra.get("hosts") or conn.host or ""
+        if not hosts:
+            raise ConfigurationError(f"ZooKeeper connection {self.zookeeper_conn_id!r} has no host")
+        if conn.port and "," not in hosts and ":" not in hosts:
+            hosts = f"{hosts}:{conn.port}"
+        return ZooKeeperConfig(
+            hosts=hosts,
+            chroot=normal_chroot(extra.get("chroot") or conn.schema),
+            timeout=float(extra.get("timeout", 15)),
+            acl=extra.get("acl") or ("creator" if conn.login else "open"),
+            user=conn.login or None,
+            password=conn.password or "",
+            origin=f"connection {self.zookeeper_conn_id!r}",
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """Hosts, chroot, timeout, ACL mode and whether digest credentials are set (not the secret)."""
+        c = self.config()
+        return {
+            "hosts": c.hosts,
+            "chroot": c.chroot,
+            "timeout": c.timeout,
+            "acl": c.acl,
+            "digest_user": c.user,
+        }
+
+    def get_conn(self) -> Any:
+        """A started :class:`kazoo.client.KazooClient` on the chroot (created if missing)."""
+        if self._client is None:
+            self._client = connect_zookeeper(self.config())
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+            self._client.close()
+            self._client = None
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            client = self.get_conn()
+            client.get_children("/")
+            return True, f"connected to ZooKeeper {self.settings()['hosts']}"
+        except Exception as exc:
+            return False, str(exc)
+        finally:
+            self.close()
