@@ -44,12 +44,12 @@ def _parse_pass(
     import threading
 
     from airflow_provider_binlog.binlog import values
-    from airflow_provider_binlog.canal.instance import CanalInstance
+    from airflow_provider_binlog.canal.reader import BinlogReader
 
     cpu: dict[str, float] = {}
-    run = CanalInstance._run
+    run = BinlogReader._run
 
-    def timed_run(self: CanalInstance) -> None:
+    def timed_run(self: BinlogReader) -> None:
         prof = cProfile.Profile() if profile else None
         c0 = time.thread_time()
         try:
@@ -62,7 +62,7 @@ def _parse_pass(
             if prof is not None:
                 prof.dump_stats(profile)
 
-    CanalInstance._run = timed_run  # type: ignore[method-assign]
+    BinlogReader._run = timed_run  # type: ignore[method-assign]
     rows, wall = e2e.ours_parse(env, start, stop, meta_dir)
     for t in threading.enumerate():
         if t.name.startswith("canal-"):

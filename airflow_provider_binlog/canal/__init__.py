@@ -9,5 +9,7 @@ Modules, one concern each:
 * :mod:`.ha`       the EPHEMERAL ``running`` node: one live consumer per destination client
 * :mod:`.ddl`, :mod:`.schema`   DDL parsing and the position-keyed schema history
 * :mod:`.start`    where reading starts (cursor, file:pos, GTID, timestamp, head)
-* :mod:`.instance` the parser thread and the consumer API (subscribe/get/ack/rollback/peek)
+* :mod:`.convert`  event -> entry conversion (rows, transaction ends, DDL, XA, statement DML)
+* :mod:`.reader`   the reader thread: dump, convert, put; reconnect; re-read from the cursor
+* :mod:`.instance` lifecycle, HA and the consumer API (subscribe/get/ack/rollback/peek)
 """
