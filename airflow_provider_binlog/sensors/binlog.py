@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
 from airflow_provider_binlog.canal.points import parse_point
-from airflow_provider_binlog.canal.routing import Routes, glob_to_regex
+from airflow_provider_binlog.canal.routing import Routes, source_regex
 from airflow_provider_binlog.hooks.binlog import BinlogHook
 from airflow_provider_binlog.triggers.binlog import BinlogEventTrigger
 
@@ -29,6 +29,8 @@ class BinlogEventSensor(BaseSensorOperator):
     :param destination: the destination whose cursor to count from.
     :param tables: which tables count: the same mapping the operator takes (its keys), a list of
         ``schema.table`` names or globs, or a canal include filter string (regexes).
+    :param exclude: tables that never count, as the operator's ``exclude`` (globs or canal regexes
+        on ``schema.table``, comma-separated or a list; canal's black list).
     :param min_changes: row changes to wait for.
     :param start_from: where a destination without a cursor starts (as the operator's
         ``start_from``); the sensor pins it as the cursor so the next run starts there too.
@@ -40,13 +42,14 @@ class BinlogEventSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer instead of poking.
     """
 
-    template_fields: Sequence[str] = ("destination", "tables", "start_from")
+    template_fields: Sequence[str] = ("destination", "tables", "start_from", "exclude")
 
     def __init__(
         self,
         *,
         destination: str,
         tables: Mapping[str, str] | Sequence[str] | str | None = None,
+        exclude: str | Sequence[str] | None = None,
         min_changes: int = 1,
         start_from: Any = None,
         mysql_conn_id: str = "mysql_default",
@@ -61,6 +64,7 @@ class BinlogEventSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.destination = destination
         self.tables = tables
+        self.exclude = exclude
         self.min_changes = min_changes
         self.start_from = start_from
         self.mysql_conn_id = mysql_conn_id
@@ -71,14 +75,16 @@ class BinlogEventSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def table_filter(self) -> TableFilter:
-        tables = self.tables
-        if tables is None:
-            return TableFilter()
-        if isinstance(tables, str):
-            return TableFilter(include=tables)
+        tables, exclude = self.tables, exclude_text(self.exclude)
         if isinstance(tables, Mapping):
-            return Routes(dict(tables)).filter()
-        return TableFilter(include=",".join(glob_to_regex(t) for t in tables))
+            return Routes(dict(tables), exclude=exclude).filter()
+        if tables is None:
+            include = ""
+        elif isinstance(tables, str):
+            include = tables
+        else:
+            include = ",".join(source_regex(t) for t in tables)
+        return TableFilter(include=include, exclude=exclude)
 
     def _hook(self) -> BinlogHook:
         return BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
@@ -113,11 +119,13 @@ class BinlogEventSensor(BaseSensorOperator):
             point = instance.pin_start()
         finally:
             hook.close()
+        flt = self.table_filter()
         self.defer(
             trigger=BinlogEventTrigger(
                 mysql_conn_id=self.mysql_conn_id,
                 destination=self.destination,
-                include=self.table_filter().include,
+                include=flt.include,
+                exclude=flt.exclude,
                 min_changes=self.min_changes,
                 start_position=str(point.position) if point.position else None,
                 start_gtid=point.gtid,

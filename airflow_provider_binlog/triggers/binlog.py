@@ -38,13 +38,14 @@ def follow(
     start_gtid: str | None,
     skip_through: Sequence[int] | None,
     stop: threading.Event,
+    exclude: str = "",
 ) -> dict[str, Any] | None:
     """Read the binlog from the start until ``min_changes`` matching row changes are committed.
 
     :return: ``{"position": first matching row event, "count": n, "end": commit position}``, or
         ``None`` when ``stop`` was set first.
     """
-    flt = TableFilter(include=include)
+    flt = TableFilter(include=include, exclude=exclude)
     skip = tuple(skip_through) if skip_through else None
     client = ReplicationClient(config)
     start = BinlogPosition.parse(start_position) if start_position else None
@@ -85,6 +86,7 @@ class BinlogEventTrigger(BaseTrigger):
     :param start_gtid: GTID set to read after.
     :param skip_through: order key prefix of the already consumed cursor event.
     :param server_id: replica server id to register with.
+    :param exclude: canal black list (globs or regexes on ``schema.table``): tables that never count.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class BinlogEventTrigger(BaseTrigger):
         start_gtid: str | None = None,
         skip_through: Sequence[int] | None = None,
         server_id: int | None = None,
+        exclude: str = "",
     ) -> None:
         super().__init__()
         self.mysql_conn_id = mysql_conn_id
@@ -107,6 +110,7 @@ class BinlogEventTrigger(BaseTrigger):
         self.start_gtid = start_gtid
         self.skip_through = list(skip_through) if skip_through else None
         self.server_id = server_id
+        self.exclude = exclude
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -120,6 +124,7 @@ class BinlogEventTrigger(BaseTrigger):
                 "start_gtid": self.start_gtid,
                 "skip_through": self.skip_through,
                 "server_id": self.server_id,
+                "exclude": self.exclude,
             },
         )
 
@@ -130,7 +135,7 @@ class BinlogEventTrigger(BaseTrigger):
             config = replication_config(conn, self.server_id)
             result = await asyncio.to_thread(
                 follow, config, self.include, self.min_changes, self.start_position, self.start_gtid,
-                self.skip_through, stop,
+                self.skip_through, stop, self.exclude,
             )  # fmt: skip
         except asyncio.CancelledError:
             stop.set()

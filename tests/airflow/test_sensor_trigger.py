@@ -84,6 +84,7 @@ def test_trigger_serialize_round_trips_its_constructor_arguments() -> None:
         "start_gtid": None,
         "skip_through": [2, 1234, -1, 0],
         "server_id": 4242,
+        "exclude": "shop\\.tmp_.*,shop.`z.w`",
     }
     assert set(kwargs) == set(inspect.signature(BinlogEventTrigger.__init__).parameters) - {"self"}
     classpath, serialized = BinlogEventTrigger(**kwargs).serialize()
