@@ -25,7 +25,7 @@ in ``finally``. This needs the classic py4j gateway, not Spark Connect.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -171,3 +171,40 @@ def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Ite
         yield
     finally:
         local.remove()
+
+
+class Marks:
+    """The committed marks of one destination's targets as one merger knows them: read from a
+    table once, then moved on by the merger's own commits.
+
+    :param spark: the session.
+    :param destination: whose marks.
+    :param found: told each target whose table exists when its mark is first read (``set.add``).
+    """
+
+    def __init__(self, spark: SparkSession, destination: str, found: Callable[[str], None]) -> None:
+        self.spark = spark
+        self.destination = destination
+        self._found = found
+        self.known: dict[str, CommittedMark | None] = {}
+        """Target (quoted name) -> its mark (``None``: no table or no mark), for targets read so far."""
+
+    def get(self, target: str) -> CommittedMark | None:
+        """The target's mark, read from its table the first time."""
+        known = self.known
+        if target not in known:
+            table = load_iceberg_table(self.spark, target)
+            if table is not None:
+                self._found(target)
+            known[target] = None if table is None else mark_of(table, self.destination)
+        return known[target]
+
+    def read(self, target: str) -> CommittedMark | None:
+        """The target's mark read from its table now (not cached, but remembered)."""
+        mark = read_mark(self.spark, target, self.destination)
+        self.known[target] = mark
+        return mark
+
+    def put(self, target: str, mark: CommittedMark) -> None:
+        """The target committed up to ``mark``."""
+        self.known[target] = mark

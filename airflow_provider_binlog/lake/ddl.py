@@ -1,6 +1,8 @@
-"""Table DDL: creation with the mapped schema, partitioning and write mode; schema evolution.
-
-Every identifier goes through :func:`..sql.quote`; property keys and values are SQL string literals.
+"""Table DDL of the targets: the lake schema of a target (the union of its source schemas, mapped by
+:mod:`.types`, plus the columns of its options), creation with partitioning and write mode, and
+schema evolution (new columns added, allowed widenings applied, anything else refused with
+:class:`SchemaEvolutionError`). :class:`TargetTables` remembers per merger what it created and
+evolved, so a chunk whose schemas did not change runs no DDL. The SQL text is in :mod:`.merge_sql`.
 
 Table properties a new table gets (``table_properties`` wins over each of them):
 
@@ -25,45 +27,18 @@ out readers older than Iceberg 1.8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError
-from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
-from airflow_provider_binlog.lake.types import LakeColumn, widening
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.lake import merge_sql
+from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError, TypeMappingError
+from airflow_provider_binlog.lake.options import TargetOptions, option_columns
+from airflow_provider_binlog.lake.sql import quote_parts
+from airflow_provider_binlog.lake.types import LakeColumn, map_column, widening
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _partition_column(text: str, spec: str) -> str:
-    parts = parse_name(text.strip())
-    if len(parts) != 1:
-        raise LakeError(f"invalid partition field {spec!r}: put a column name holding dots in backticks")
-    return quote(parts[0])
-
-
-def partition_field(spec: str) -> str:
-    """Turn ``col``, ``days(col)`` or ``bucket(16, col)`` into SQL with the column quoted."""
-    spec = spec.strip()
-    if spec.endswith(")") and "(" in spec:
-        fn, _, inner = spec[:-1].partition("(")
-        args = [a.strip() for a in inner.rsplit(",", 1)]
-        if not fn.strip().isidentifier():
-            raise LakeError(f"invalid partition transform {spec!r}")
-        column = _partition_column(args[-1], spec)
-        if len(args) == 2:
-            if not args[0].isdigit():
-                raise LakeError(f"invalid partition transform {spec!r}")
-            return f"{fn.strip()}({args[0]}, {column})"
-        return f"{fn.strip()}({column})"
-    return _partition_column(spec, spec)
-
 
 DEFAULT_FORMAT_VERSION = "3"
 
@@ -91,24 +66,16 @@ def create_table(
     partition_by: Sequence[str] = (),
     table_properties: Mapping[str, str] | None = None,
 ) -> None:
-    """``CREATE TABLE IF NOT EXISTS`` (and its namespace) with :func:`table_properties`.
+    """``CREATE TABLE IF NOT EXISTS`` (and its namespace) with :func:`new_table_properties`.
 
     :param write_mode: ``copy-on-write`` or ``merge-on-read`` for merge, update and delete;
         ``None`` leaves Iceberg's default.
     """
-    target = quote_parts(parts)
-    if len(parts) >= 2:
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(parts[:-1])}")
+    namespace = merge_sql.create_namespace_sql(parts)
+    if namespace is not None:
+        spark.sql(namespace)
     props = new_table_properties(write_mode, table_properties)
-    cols_sql = ", ".join(f"{quote(c.name)} {c.type.sql}" for c in columns)
-    partition = ""
-    if partition_by:
-        partition = " PARTITIONED BY (" + ", ".join(partition_field(p) for p in partition_by) + ")"
-    tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {target} ({cols_sql}) USING iceberg{partition} "
-        f"TBLPROPERTIES ({tblprops})"
-    )
+    spark.sql(merge_sql.create_table_sql(quote_parts(parts), columns, partition_by, props))
 
 
 def evolve_table(spark: SparkSession, target: str, display: str, columns: Sequence[LakeColumn]) -> None:
@@ -121,11 +88,11 @@ def evolve_table(spark: SparkSession, target: str, display: str, columns: Sequen
     for col in columns:
         old = existing.get(col.name.lower())
         if old is None:
-            spark.sql(f"ALTER TABLE {target} ADD COLUMN {quote(col.name)} {col.type.sql}")
+            spark.sql(merge_sql.add_column_sql(target, col))
             continue
         verdict = widening(old, col.type.sql)
         if verdict == "widen":
-            spark.sql(f"ALTER TABLE {target} ALTER COLUMN {quote(col.name)} TYPE {col.type.sql}")
+            spark.sql(merge_sql.alter_column_type_sql(target, col))
         elif verdict == "incompatible":
             raise SchemaEvolutionError(
                 f"column {col.name!r} of {display}: the Iceberg type {old} cannot change to {col.type.sql} "
@@ -133,3 +100,74 @@ def evolve_table(spark: SparkSession, target: str, display: str, columns: Sequen
                 "table: drop it and run with snapshot='when_needed', or load it under a new destination "
                 "with snapshot='initial'"
             )
+
+
+def lake_columns(schemas: Iterable[TableSchema], opts: TargetOptions, display: str) -> list[LakeColumn]:
+    """The source columns of a target: the union of the columns of ``schemas`` (in the order they
+    were met, a later definition of a name winning), mapped to lake types.
+
+    :param display: the target's name, for errors.
+    :raises LakeError: no schema at all.
+    :raises TypeMappingError: a column has no lake type under ``opts.types``.
+    """
+    defs: dict[str, ColumnDef] = {}
+    table = ""
+    for schema in schemas:
+        table = schema.qualified_name
+        for col in schema.columns:
+            defs[col.name] = col
+    if not table:
+        raise LakeError(f"no table schema on the changes for {display}; cannot map types")
+    return [LakeColumn(name, map_column(col, opts.types, table)) for name, col in defs.items()]
+
+
+class TargetTables:
+    """What one merger knows of its target tables' DDL: which exist, and the source columns each
+    was last created or evolved for.
+
+    :param spark: the session.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.existing: set[str] = set()
+        """Targets (quoted names) known to exist: created here, or found when their mark was read."""
+        self._ensured: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def ensure(
+        self,
+        target: str,
+        parts: Sequence[str],
+        display: str,
+        columns: list[LakeColumn],
+        opts: TargetOptions,
+        where: object = None,
+    ) -> None:
+        """Create the target with ``columns`` and the option columns if it does not exist, else add
+        its missing columns and apply allowed widenings (nothing when ``columns`` did not change).
+
+        :param target: quoted name; ``parts`` its parts, ``display`` its name for errors.
+        :param where: where the changes begin (a position), named by a schema error.
+        :raises SchemaEvolutionError: a column type that cannot change to the new one.
+        """
+        signature = tuple((c.name, c.type.sql) for c in columns)
+        if self._ensured.get(target) == signature:
+            return
+        all_columns = columns + option_columns(opts)
+        try:
+            if target not in self.existing:
+                create_table(
+                    self.spark,
+                    parts,
+                    all_columns,
+                    write_mode=None if opts.append_only else opts.write_mode,
+                    partition_by=opts.partition_by,
+                    table_properties=opts.table_properties,
+                )
+                self.existing.add(target)
+            evolve_table(self.spark, target, display, all_columns)
+        except (TypeMappingError, SchemaEvolutionError) as exc:
+            if where is None:
+                raise
+            raise type(exc)(f"{exc} (first change at {where})") from None
+        self._ensured[target] = signature

@@ -19,8 +19,10 @@ from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
+from airflow_provider_binlog.lake.ddl import lake_columns
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, table_lock
-from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
+from airflow_provider_binlog.lake.merge_sql import append_sql
+from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,27 +117,30 @@ class LakeChunkLoader:
         """Append a chunk with one INSERT: chunk ranges are disjoint and the target was reset, so
         no key of the chunk is in the table, unless the chunk itself is (its mark says so)."""
         m = self.merger
-        mark = m._mark(target)
+        mark = m.marks.get(target)
         fresh = [c for c in changes if mark is None or not mark.covers(c.order_key)]
         if not fresh:
             return
         schemas = {id(c.table_schema): c.table_schema for c in fresh if c.table_schema is not None}
-        columns = m._columns(target, schemas.values(), opts)
-        m._ensure_table(target, columns, opts)
+        display = m.display(target)
+        columns = lake_columns(schemas.values(), opts, display)
+        m.target_tables.ensure(target, parse_name(target), display, columns, opts)
         names = [c.name for c in columns]
         rows = (tuple((c.after or {}).get(n) for n in names) for c in fresh)
-        view, stage, _ = m._stage_view(columns, rows)
+        view, stage, _ = m.views.stage(columns, rows)
         last = fresh[-1]
         props = commits.mark_properties(self.destination, last.order_key, last.position, None, None)
         try:
-            cols = ", ".join(quote(n) for n in names)
             with commits.commit_properties(self.spark, props):
-                self.spark.sql(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {quote(view)}")
+                self.spark.sql(append_sql(target, view, names))
         finally:
-            m._drop_stage(view, stage)
-        m._marks[target] = CommittedMark(last.order_key, last.position, None, None, -1)
-        source = next(s for s, t in m.routes.items() if t == target)
+            m.views.drop(view, stage)
+        m.marks.put(target, CommittedMark(last.order_key, last.position, None, None, -1))
+        source = self._source(target)
         self.commits[source] = self.commits.get(source, 0) + 1
+
+    def _source(self, target: str) -> str:
+        return next(s for s, t in self.merger.routes.items() if t == target)
 
     def close(self) -> None:
         self.merger.close()

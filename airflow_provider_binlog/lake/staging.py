@@ -6,6 +6,9 @@ Parquet through ``spark.read.parquet`` is about 3x faster than ``createDataFrame
 The staging root must be readable by the executors: a local directory is enough for ``local[*]`` and
 for a cluster on the same machine; a real cluster needs a shared URI (``hdfs://``, ``s3://``...),
 written through ``pyarrow.fs``.
+
+:class:`StagedViews` puts a staged file in front of Spark as a temporary view (what a statement
+reads) and removes both once the statement ran, or after a failure whatever is left.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +30,9 @@ from pyarrow import fs as pafs
 
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.types import LakeColumn, LakeType, arrow_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_CHUNK_ROWS = 65_536
 
@@ -146,3 +154,60 @@ class StagingArea:
             self.fs.delete_dir(self.base)
         if self._owned_tmp is not None:
             shutil.rmtree(self._owned_tmp, ignore_errors=True)
+
+
+class StagedViews:
+    """Staged files of one merger, each read by Spark as a temporary view until it is dropped.
+
+    :param spark: the session the views live in.
+    :param area: where the files are written.
+    :param timings: ``timings["stage"]`` grows by the seconds spent writing files (rows -> Arrow ->
+        Parquet); Spark's part is not counted.
+    """
+
+    def __init__(self, spark: SparkSession, area: StagingArea, timings: dict[str, float]) -> None:
+        self.spark = spark
+        self.area = area
+        self.timings = timings
+        self._live: list[tuple[str, str]] = []  # (view, staged name) not dropped yet
+        self._lock = threading.Lock()  # views are dropped by the threads that run the statements
+
+    def stage(
+        self,
+        columns: Sequence[LakeColumn],
+        rows: Iterable[Sequence[Any]] = (),
+        column_chunks: Iterable[Sequence[list[Any]]] | None = None,
+    ) -> tuple[str, str, int]:
+        """Stage ``rows`` (tuples), or ``column_chunks`` (lists of values per column), as a temp
+        view; return ``(view, staged name, row count)``."""
+        name = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        if column_chunks is not None:
+            uri, count = self.area.write_columns(name, columns, column_chunks)
+        else:
+            uri, count = self.area.write(name, columns, rows)
+        self.timings["stage"] += time.perf_counter() - t0
+        view = f"binlog_cdc_stage_{name}"
+        with self._lock:
+            self._live.append((view, name))
+        # pyarrow writes proleptic Gregorian dates; tell Spark not to rebase (or refuse) ancient ones
+        reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
+            "int96RebaseMode", "CORRECTED"
+        )
+        reader.parquet(uri).createOrReplaceTempView(view)
+        return view, name, count
+
+    def drop(self, view: str, name: str) -> None:
+        """Drop one view and its file."""
+        with self._lock:
+            self._live.remove((view, name))
+        self.spark.catalog.dropTempView(view)
+        self.area.remove(name)
+
+    def drop_all(self) -> None:
+        """Drop what is left staged (best effort: after a failure, which is what the caller must see)."""
+        with self._lock:
+            live = list(self._live)
+        for view, name in live:
+            with contextlib.suppress(Exception):
+                self.drop(view, name)

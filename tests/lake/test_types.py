@@ -15,8 +15,9 @@ from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import class_archive, jars
-from airflow_provider_binlog.lake.ddl import new_table_properties, partition_field
+from airflow_provider_binlog.lake.ddl import new_table_properties
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
+from airflow_provider_binlog.lake.merge_sql import partition_field
 from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, local_cores, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
 from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
@@ -235,8 +236,7 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
 
 def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
-    # main() builds the class archive too (tests/lake/test_class_archive.py): not here
-    monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")  # jars.main builds no archive; be sure
     if not Path(jars.JARJAR_DEFAULT).exists():
         pytest.skip("libjarjar-java is not installed")
     with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.jars"):

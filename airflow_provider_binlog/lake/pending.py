@@ -1,0 +1,142 @@
+"""What one target holds for its next commit (:class:`Pending`): the entries its table lacks, folded
+as they arrive. Pure Python (no Spark).
+
+Entries of one target come in batches, each sorted here by its
+:class:`~airflow_provider_binlog.canal.change.OrderKey` and after the batches before it. Entries the
+table's committed mark covers are skipped (an earlier attempt applied them). The rest become:
+
+* for an append-only target, the list of every entry (each change is a row);
+* otherwise a list of pieces, in order: :class:`~.collapse.Piece` (the row changes under one key,
+  folded to the last change per key) and TRUNCATE :class:`~airflow_provider_binlog.canal.change.DdlEntry`.
+  A piece ends at every TRUNCATE and wherever the key columns change. In hard-delete mode a
+  TRUNCATE drops every piece before it (it would erase them); with soft deletes they stay.
+
+:attr:`Pending.held` counts the row images held: keys per piece, TRUNCATEs, every entry of an
+append-only target. An error while folding (a partial row image, a table without a key) is kept
+in :attr:`Pending.error` and raised by the commit; nothing folded after it matters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from airflow_provider_binlog.binlog.columns import TableSchema
+from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
+from airflow_provider_binlog.lake.collapse import Piece, fold
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
+from airflow_provider_binlog.lake.options import TargetOptions
+
+if TYPE_CHECKING:
+    from airflow_provider_binlog.lake.commits import CommittedMark
+
+_ORDER = attrgetter("order_key")
+
+
+@dataclass(eq=False, slots=True)
+class Pending:
+    """What one target holds for its next commit: the entries the lake lacks, folded on arrival.
+
+    :param opts: the target's options.
+    :param mark: the target's committed mark when the chunk began (entries it covers are skipped).
+    :param rows: every entry, for an append-only target (``None`` otherwise).
+    :param error: why this target's part of the chunk cannot be merged (raised by the commit).
+    """
+
+    opts: TargetOptions
+    mark: CommittedMark | None
+    rows: list[Entry] | None = None
+    schemas: dict[int, TableSchema] = field(default_factory=dict)
+    """The table schemas of the entries taken (by identity), in the order they were met."""
+    pieces: list[Piece | DdlEntry] = field(default_factory=list)
+    first: Entry | None = None
+    last: Entry | None = None
+    skipped: int = 0
+    error: LakeError | None = None
+    held: int = 0
+    """Row images held (see the module docstring)."""
+
+    @classmethod
+    def new(cls, opts: TargetOptions, mark: CommittedMark | None) -> Pending:
+        """An empty chunk of a target with these options and mark."""
+        return cls(opts, mark, rows=[] if opts.append_only else None)
+
+    def add(self, entries: list[Entry], table: str) -> None:
+        """Take one batch of this target's entries (sorted here, in place).
+
+        :param table: the target's name, for errors.
+        :raises LakeError: the batch begins before the entries taken so far end (not in commit order).
+        """
+        if not entries or self.error is not None:
+            return  # after an error, the commit raises it; nothing folded after it matters
+        entries.sort(key=_ORDER)
+        mark = self.mark
+        if mark is not None and mark.covers(entries[0].order_key):  # else none is (they are sorted)
+            fresh = [e for e in entries if not mark.covers(e.order_key)]
+            self.skipped += len(entries) - len(fresh)
+            entries = fresh
+        if not entries:
+            return
+        if self.last is not None and entries[0].order_key < self.last.order_key:
+            raise LakeError(
+                f"changes for {table} must be added in commit order: {entries[0].position} "
+                f"came after {self.last.position}"
+            )
+        if self.first is None:
+            self.first = entries[0]
+        self.last = entries[-1]
+        schemas = self.schemas
+        seen: TableSchema | None = None
+        for e in entries:
+            schema = e.table_schema  # type: ignore[union-attr]
+            if schema is not seen and schema is not None:
+                seen = schema
+                schemas.setdefault(id(schema), schema)
+        if self.rows is not None:  # append-only: every change is a row
+            self.rows.extend(entries)
+            self.held += len(entries)
+            return
+        try:
+            self._fold_pieces(entries, table)
+        except LakeError as exc:
+            self.error = exc
+
+    def _fold_pieces(self, entries: list[Entry], table: str) -> None:
+        """Cut ``entries`` at TRUNCATEs and at key changes and fold the runs of row changes."""
+        opts, pieces = self.opts, self.pieces
+        current = pieces[-1] if pieces and isinstance(pieces[-1], Piece) else None
+        run: list[RowChange] = []
+        for e in entries:
+            if type(e) is RowChange:
+                keys = opts.key_columns or e.primary_key
+                if not keys and e.table_schema is not None:
+                    keys = e.table_schema.primary_key
+                if current is None or (keys is not current.keys and tuple(keys) != current.keys):
+                    if run:
+                        assert current is not None
+                        self.held += fold(current, run, table)
+                        run = []
+                    if not keys:
+                        raise MissingKeyError(
+                            f"table {e.qualified_name} (target {table}) has no primary key: give it one, "
+                            "or set target_options TargetOptions(key_columns=(...)) for it, or "
+                            f"TargetOptions(append_only=True) (first change at {e.position})"
+                        )
+                    current = Piece(tuple(keys), opts.metadata_columns)
+                    pieces.append(current)
+                run.append(e)
+            elif type(e) is DdlEntry and e.kind is DdlKind.TRUNCATE:
+                if run:
+                    assert current is not None
+                    self.held += fold(current, run, table)
+                    run = []
+                if not opts.soft_delete:  # the TRUNCATE erases what came before it
+                    self.held -= sum(len(p.state) if isinstance(p, Piece) else 1 for p in pieces)
+                    pieces.clear()
+                pieces.append(e)
+                self.held += 1
+                current = None
+        if run:
+            assert current is not None
+            self.held += fold(current, run, table)

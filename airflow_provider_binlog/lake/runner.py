@@ -1,0 +1,87 @@
+"""Running the prepared statements of a commit's targets, several targets side by side.
+
+A target's statements (:data:`Step`: its table DDL, then one statement per piece, each with the
+mark it leaves) run in order on one thread; different targets run on a small thread pool, since
+Spark runs their jobs side by side (one MERGE of a small chunk leaves cores idle). Merges into
+one target are serialized process-wide by :func:`table_lock`, which a commit holds for all its
+targets (in name order, so two commits never deadlock).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from airflow_provider_binlog.faults import failpoint
+from airflow_provider_binlog.lake.commits import CommittedMark
+from airflow_provider_binlog.lake.session import activate
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Step = tuple["Callable[[], None] | None", "CommittedMark | None"]
+"""A prepared statement of one target (``None``: nothing to run) and the mark it leaves (if any)."""
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def table_lock(name: str) -> threading.Lock:
+    """The process-wide lock serializing merges into one target (``name`` as quoted)."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(name.lower(), threading.Lock())
+
+
+class TargetRunner:
+    """Runs each target's steps in order, up to ``parallel`` targets at once.
+
+    :param spark: the session (made active on every pool thread).
+    :param parallel: targets run at once.
+    :param committed: called with ``(target, mark)`` after each step that leaves a mark.
+    """
+
+    def __init__(
+        self, spark: SparkSession, parallel: int, committed: Callable[[str, CommittedMark], None]
+    ) -> None:
+        self.spark = spark
+        self.parallel = parallel
+        self._committed = committed
+        self._pool: ThreadPoolExecutor | None = None
+
+    def run_all(self, prepared: Sequence[tuple[str, list[Step]]]) -> None:
+        """Run the targets' steps. Waits for every target, then raises the first failure; the
+        targets that succeeded stay committed, with their marks."""
+        work = [(target, steps) for target, steps in prepared if steps]
+        if len(work) <= 1 or self.parallel <= 1:
+            for target, steps in work:
+                failpoint("merge_table")  # the crash tests stop here with some targets committed
+                self._run(target, steps)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="binlog-cdc-merge")
+        futures = [self._pool.submit(self._run_here, target, steps) for target, steps in work]
+        concurrent.futures.wait(futures)
+        for future in futures:
+            future.result()
+
+    def _run_here(self, target: str, steps: list[Step]) -> None:
+        activate(self.spark)  # a pool thread's JVM thread has no active session of its own
+        failpoint("merge_table")
+        self._run(target, steps)
+
+    def _run(self, target: str, steps: list[Step]) -> None:
+        """Run one target's steps in order, each followed by its mark."""
+        for statement, mark in steps:
+            if statement is not None:
+                statement()
+            if mark is not None:
+                self._committed(target, mark)
+
+    def close(self) -> None:
+        """Wait for the pool's threads and stop them."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

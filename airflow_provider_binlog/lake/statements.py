@@ -1,0 +1,258 @@
+"""One target's part of a commit, prepared: its rows staged, its statements ready to run.
+
+:meth:`Statements.prepare` turns a target's :class:`~.pending.Pending` chunk into a list of
+:data:`~.runner.Step`: first the table DDL (:class:`~.ddl.TargetTables`: create, add columns,
+widen), then per piece its ``MERGE INTO`` (a TRUNCATE piece: its ``DELETE`` or soft-delete
+``UPDATE``), or for an append-only target one ``INSERT``. Each statement commits with the
+snapshot properties of its last entry (:mod:`.commits`; the batch's end position on the last
+one) and leaves that entry's mark. A piece is staged here, before anything runs, and its folded
+state released; its view is dropped by its statement. The SQL text is in :mod:`.merge_sql`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
+from airflow_provider_binlog.lake import commits, merge_sql
+from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
+from airflow_provider_binlog.lake.commits import CommittedMark
+from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
+from airflow_provider_binlog.lake.errors import MissingKeyError, TypeMappingError
+from airflow_provider_binlog.lake.options import (
+    ACTION_COLUMN,
+    META_COLUMNS,
+    TableCounts,
+    TargetOptions,
+)
+from airflow_provider_binlog.lake.pending import Pending
+from airflow_provider_binlog.lake.routes import TargetRoutes
+from airflow_provider_binlog.lake.runner import Step
+from airflow_provider_binlog.lake.staging import DEFAULT_CHUNK_ROWS, StagedViews
+from airflow_provider_binlog.lake.types import STRING, LakeColumn
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def utc_from_epoch(ts: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
+
+
+def piece_columns(
+    items: list[tuple[Any, Folded]], names: list[str], keys: tuple[str, ...], with_meta: bool
+) -> Iterable[list[list[Any]]]:
+    """The staged columns of a folded piece, in chunks of rows: ``names``, the action (``U``/``D``),
+    then with ``with_meta`` the metadata columns of each key's last change."""
+    for lo in range(0, len(items), DEFAULT_CHUNK_ROWS):
+        part = items[lo : lo + DEFAULT_CHUNK_ROWS]
+        out = [list(column) for column in zip(*staged_rows(part, names, keys), strict=True)]
+        out.append(["D" if values is None else "U" for _key, (values, _schema, _meta) in part])
+        if with_meta:
+            metas = [meta for _key, (_values, _schema, meta) in part]
+            out.append([m[0].value if m else None for m in metas])
+            out.append([utc_from_epoch(m[1]) if m else None for m in metas])
+            out.append([str(m[2]) if m else None for m in metas])
+        yield out
+
+
+def append_rows(entries: Iterable[Entry], names: list[str]) -> Iterable[tuple[Any, ...]]:
+    """The staged rows of an append-only target: per row change its image (the before image of a
+    delete), per TRUNCATE a row of NULLs, each followed by the metadata columns."""
+    nulls = [None] * len(names)
+    for e in entries:
+        if isinstance(e, RowChange):
+            image = e.before if e.op is Op.DELETE else e.after
+            values = [image.get(n) for n in names] if image else list(nulls)
+            op = e.op.value
+        elif isinstance(e, DdlEntry) and e.kind is DdlKind.TRUNCATE:
+            values, op = list(nulls), "truncate"
+        else:
+            continue
+        yield (*values, op, utc_from_epoch(e.timestamp), str(e.position))
+
+
+class Statements:
+    """Prepares the commits of one merger's targets.
+
+    :param spark: the session.
+    :param destination: written into every commit's mark.
+    :param routes: the targets' names.
+    :param tables: the targets' DDL state.
+    :param views: where rows are staged.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        destination: str,
+        routes: TargetRoutes,
+        tables: TargetTables,
+        views: StagedViews,
+    ) -> None:
+        self.spark = spark
+        self.destination = destination
+        self.routes = routes
+        self.tables = tables
+        self.views = views
+
+    def prepare(
+        self, target: str, pending: Pending, end_position: BinlogPosition | None, counts: TableCounts
+    ) -> list[Step]:
+        """Stage one target's pending chunk; return its statements (not run yet) with their marks.
+
+        :raises LakeError: what folding the chunk met (:attr:`Pending.error`), or a type mapping error.
+        """
+        counts.skipped += pending.skipped
+        if pending.error is not None:
+            raise pending.error
+        first = pending.first
+        if first is None:
+            return []
+        opts = pending.opts
+        display = self.routes.display(target)
+        try:
+            columns = lake_columns(pending.schemas.values(), opts, display)
+        except TypeMappingError as exc:
+            raise TypeMappingError(f"{exc} (first change at {first.position})") from None
+        # table DDL runs with the statements (a target failing there leaves the earlier ones committed)
+        parts = self.routes.parts[target]
+        ensure = functools.partial(self.tables.ensure, target, parts, display, columns, opts, first.position)
+        steps: list[Step] = [(ensure, None)]
+        if pending.rows is not None:
+            last = pending.rows[-1]
+            done = CommittedMark(last.order_key, last.position, end_position, last.gtid, -1)
+            append = self._append(target, columns, pending.rows, end_position, counts)
+            return steps if append is None else [*steps, (append, done)]
+        pieces = pending.pieces
+        for i, piece in enumerate(pieces):
+            entry = piece if isinstance(piece, DdlEntry) else piece.last
+            assert entry is not None
+            end = end_position if i == len(pieces) - 1 else None
+            props = commits.mark_properties(
+                self.destination, entry.order_key, entry.position, end, entry.gtid
+            )
+            statement: Callable[[], None] | None
+            if isinstance(piece, DdlEntry):
+                statement = functools.partial(self._truncate, target, piece, opts, props, counts)
+            else:
+                statement = self._merge_piece(target, columns, piece, opts, props, counts)
+            done = CommittedMark(entry.order_key, entry.position, end, entry.gtid, -1)
+            steps.append((statement, done))
+        return steps
+
+    def _merge_piece(
+        self,
+        target: str,
+        columns: list[LakeColumn],
+        piece: Piece,
+        opts: TargetOptions,
+        props: dict[str, str],
+        counts: TableCounts,
+    ) -> Callable[[], None] | None:
+        """Stage one folded piece (its state is released); return its MERGE (``None``: nothing left)."""
+        state, keys = piece.state, piece.keys
+        piece.state = {}
+        reported = (piece.inserts, piece.updates, piece.deletes)
+        if not state:
+            return None
+        names = [c.name for c in columns]
+        missing = [k for k in keys if k not in names]
+        if missing:
+            raise MissingKeyError(f"key column(s) {missing} are not columns of {self.routes.display(target)}")
+        with_meta = opts.metadata_columns
+        stage_cols = [*columns, LakeColumn(ACTION_COLUMN, STRING)]
+        if with_meta:
+            stage_cols += META_COLUMNS
+        items = list(state.items())
+        del state
+        deletes = sum(1 for _key, (values, _schema, _meta) in items if values is None)
+        upserts = len(items) - deletes
+        view, stage_name, _ = self.views.stage(
+            stage_cols, column_chunks=piece_columns(items, names, keys, with_meta)
+        )
+        del items  # the state dies here, before the MERGE runs
+        null_safe = bool(opts.key_columns)
+        statement = merge_sql.merge_sql(
+            target,
+            view,
+            names,
+            keys,
+            null_safe=null_safe,
+            deletes=deletes > 0,
+            upserts=upserts > 0,
+            soft_delete=opts.soft_delete,
+            with_meta=with_meta,
+        )
+        spark = self.spark
+
+        def run() -> None:
+            try:
+                if opts.count_changes:
+                    query = merge_sql.matched_actions_sql(target, view, keys, null_safe)
+                    matched = {r[0]: int(r[1]) for r in spark.sql(query).collect()}
+                    counts.updated += matched.get("U", 0)
+                    counts.inserted += upserts - matched.get("U", 0)
+                    counts.deleted += matched.get("D", 0)
+                else:
+                    counts.inserted += reported[0]
+                    counts.updated += reported[1]
+                    counts.deleted += reported[2]
+                counts.upserted += upserts
+                with commits.commit_properties(spark, props):
+                    spark.sql(statement)
+                counts.commits += 1
+            finally:
+                self.views.drop(view, stage_name)
+
+        return run
+
+    def _truncate(
+        self, target: str, entry: DdlEntry, opts: TargetOptions, props: dict[str, str], counts: TableCounts
+    ) -> None:
+        meta = None
+        if opts.soft_delete and opts.metadata_columns:
+            meta = (utc_from_epoch(entry.timestamp), str(entry.position))
+        count_query, statement = merge_sql.truncate_sql(target, opts.soft_delete, meta)
+        n = int(self.spark.sql(count_query).collect()[0][0])
+        with commits.commit_properties(self.spark, props):
+            self.spark.sql(statement)
+        counts.deleted += n
+        counts.truncated += 1
+        counts.commits += 1
+
+    def _append(
+        self,
+        target: str,
+        columns: list[LakeColumn],
+        entries: list[Entry],
+        end_position: BinlogPosition | None,
+        counts: TableCounts,
+    ) -> Callable[[], None] | None:
+        """Stage every change as a row; return the INSERT (``None`` when nothing is left)."""
+        all_columns = [*columns, *META_COLUMNS]
+        view, stage_name, n = self.views.stage(all_columns, append_rows(entries, [c.name for c in columns]))
+        if not n:
+            self.views.drop(view, stage_name)
+            return None
+        last = entries[-1]
+        props = commits.mark_properties(
+            self.destination, last.order_key, last.position, end_position, last.gtid
+        )
+        statement = merge_sql.append_sql(target, view, [c.name for c in all_columns])
+        spark = self.spark
+
+        def run() -> None:
+            try:
+                with commits.commit_properties(spark, props):
+                    spark.sql(statement)
+                counts.appended += n
+                counts.commits += 1
+            finally:
+                self.views.drop(view, stage_name)
+
+        return run
