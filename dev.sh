@@ -53,8 +53,8 @@ setup_python() {
 }
 
 setup_jars() {
-    if "$VENV/bin/python" -c 'import airflow_provider_binlog.lake.jars' 2>/dev/null; then
-        "$VENV/bin/python" -m airflow_provider_binlog.lake.jars
+    if "$VENV/bin/python" -c 'import airflow_provider_binlog.lake.class_archive' 2>/dev/null; then
+        "$VENV/bin/python" -m airflow_provider_binlog.lake.class_archive
     fi
 }
 

@@ -37,7 +37,7 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
     import psutil
 
     t0 = time.monotonic()
-    from airflow_provider_binlog.lake.class_archive import training_changes
+    from airflow_provider_binlog.lake.training import training_changes
     from airflow_provider_binlog.lake.merge import ChangeMerger
     from airflow_provider_binlog.lake.session import create_session
 

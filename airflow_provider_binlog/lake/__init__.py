@@ -12,7 +12,12 @@ PySpark is imported only inside this package. What the Airflow operator calls::
             store.ack(batch_id)                                  # only after merge() returned
     committed_marks(spark, ["lake.shop.orders"], destination)    # {target: CommittedMark | None}
 
-Modules: :mod:`.jars` (Iceberg runtime and relocated Jackson), :mod:`.session`, :mod:`.types`,
-:mod:`.staging`, :mod:`.sql` (identifier quoting), :mod:`.commits` (snapshot-property layout) and
-:mod:`.merge`.
+Modules, from the bottom up: :mod:`.errors`, :mod:`.sql` (identifier quoting), :mod:`.types`
+(MySQL -> Iceberg types), :mod:`.options` (target options, counts, metadata columns),
+:mod:`.merge_sql` (the SQL text, pure), :mod:`.collapse` and :mod:`.pending` (folding, pure),
+:mod:`.routes` (source -> target), :mod:`.jars`, :mod:`.class_archive`, :mod:`.session`,
+:mod:`.commits` (snapshot-property layout, marks), :mod:`.staging` (Parquet, temp views),
+:mod:`.ddl` (table DDL), :mod:`.statements` (a target's commit prepared), :mod:`.runner` (targets
+side by side, table locks), :mod:`.merge` (:class:`~.merge.ChangeMerger`, the coordinator), then
+:mod:`.snapshot`, :mod:`.verify` and :mod:`.training` (the class archive's training run).
 """

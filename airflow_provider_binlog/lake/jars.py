@@ -15,10 +15,12 @@ idempotent: an existing jar is reused; a new one is written to a temporary name 
 Users with Maven access can set ``spark.jars.packages`` instead
 (``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2``); then no local jar is added.
 
-Command line (the setup script calls it)::
+Command line::
 
-    python -m airflow_provider_binlog.lake.jars     # builds if needed, prints the jar paths and
-                                                    # the driver's class archive (.class_archive)
+    python -m airflow_provider_binlog.lake.jars     # builds if needed, prints the jar paths
+
+(``python -m airflow_provider_binlog.lake.class_archive`` does this, then builds the driver's class
+archive of :mod:`.class_archive`; ``dev.sh setup`` and the container image run that.)
 """
 
 from __future__ import annotations
@@ -146,25 +148,15 @@ def local_jars(build: bool = True) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the relocated Jackson jar and the driver's class archive if needed (see
-    :mod:`.class_archive`; a failed archive is a warning, Spark then starts without one) and print
-    every local jar path, one per line, then the archive's."""
+    """Build the relocated Jackson jar if needed and print every local jar path, one per line
+    (``python -m airflow_provider_binlog.lake.class_archive`` builds the driver's class archive too)."""
     del argv
-    from airflow_provider_binlog.lake import class_archive
-
     try:
         for path in local_jars():
             print(path)
     except LakeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    try:
-        archive = class_archive.build()
-    except LakeError as exc:
-        print(f"warning: Spark's driver starts without a class archive (slower): {exc}", file=sys.stderr)
-    else:
-        if archive is not None:
-            print(archive)
     return 0
 
 
