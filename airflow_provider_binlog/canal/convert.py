@@ -253,6 +253,8 @@ class EntryConverter:
             if self.history is not None and table is not None:
                 found = self.history.at(schema, table, (file_number(event.file), event.pos))
                 ts = found[0] if found else None
+                if ts is not None:  # the schema its rows carry (projected by columns=)
+                    ts = flt.table_schema(ts, event.position)
             entries.append(
                 DdlEntry(
                     destination=self.destination,

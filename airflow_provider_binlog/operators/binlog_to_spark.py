@@ -57,7 +57,11 @@ class BinlogToSparkOperator(BaseOperator):
         Not allowed with ``snapshot`` other than ``never`` (the snapshot decides the start).
     :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
         ``gtid:SET`` or a timestamp.
-    :param columns: canal column filter (``schema.table:col1/col2,...``).
+    :param columns: canal column filter (``schema.table:col1/col2,...``): a listed table's lake table
+        holds those columns only; the list must hold the table's primary-key columns.
+    :param exclude: tables never read (canal's black list): globs like the keys of ``tables``
+        (``shop.tmp_*``, ``shop.`z.w```) or canal regexes (``shop\\.tmp_.*``), comma-separated or a
+        list (see :mod:`..canal.filter`). Also the way past a table whose name cannot be a lake table.
     :param batch_size: entries per batch taken from the store.
     :param max_rows_per_commit: row images a Spark commit holds: one per key a chunk touches (its
         changes are folded to the last per key as they are read), so it bounds memory, not the
@@ -100,6 +104,7 @@ class BinlogToSparkOperator(BaseOperator):
         start_from: Any = None,
         stop_at: Any = "head",
         columns: str | None = None,
+        exclude: str | Sequence[str] | None = None,
         batch_size: int = 5_000,
         max_rows_per_commit: int = 1_000_000,
         max_bytes_per_commit: int = 1024 * 1024 * 1024,
@@ -127,6 +132,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.start_from = start_from
         self.stop_at = stop_at
         self.columns = columns
+        self.exclude = exclude
         self.batch_size = batch_size
         self.max_rows_per_commit = max_rows_per_commit
         self.max_bytes_per_commit = max_bytes_per_commit
@@ -185,7 +191,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.lake.sql import check_target
 
         self._check_start_from()
-        routes = Routes(dict(self.tables))
+        routes = Routes(dict(self.tables), exclude=self.exclude)
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
         ti = context["ti"]
