@@ -591,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             {**common, "task_id": "run_b_measured", "start_from": None, "profile": args.profile}
         )
         report_run(
-            "4. run B, MEASURED: mixed workload through the drain (BinlogToSparkOperator.execute's run)",
+            "4. run B, MEASURED: mixed workload through the drain (the operator's run)",
             rb,
             args.changes,
         )
