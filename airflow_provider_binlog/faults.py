@@ -1,9 +1,17 @@
 """Failpoints: named places where a test can make the process die or fail on purpose.
 
-Off unless ``BINLOG_CDC_FAILPOINTS`` is set, e.g. ``after_commit=kill`` or
-``before_commit=raise@2`` (on the second hit) or several, comma-separated. Actions: ``kill``
-(SIGKILL this process: a crash with no cleanup) and ``raise`` (raise :class:`InjectedFault`).
-The crash tests use them to stop the task exactly between the Iceberg commit and the ack.
+Off unless ``BINLOG_CDC_FAILPOINTS`` is set to rules, comma-separated, each ``name=action@when``:
+
+* ``after_commit=kill`` (``@1``: the first hit), ``before_commit=raise@2`` (the second hit);
+* ``drain=kill@3+1.5``: the third hit starts a timer that SIGKILLs the process 1.5 s later,
+  wherever it is then (reading, starting Spark, inside a MERGE, writing an ack); with
+  ``after_ack=kill@2`` beside it, the kill lands at whichever comes first, so it is certain to
+  land inside a run that makes two ``after_ack`` hits.
+
+Actions: ``kill`` (SIGKILL this process: a crash with no cleanup) and ``raise`` (raise
+:class:`InjectedFault`). A kill first writes one line starting with :data:`KILL_MARK` to stderr,
+naming where it landed, so a harness can tell a planned kill from any other death. Hits are
+counted per name (for names that have a rule) across every thread of the process.
 
 Failpoints in the code: ``drain`` (after a batch was taken from the store), ``before_commit``,
 ``merge_table`` (before each target's MERGE of a commit: later hits leave some targets committed),
@@ -16,10 +24,15 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+from dataclasses import dataclass
 
 from airflow_provider_binlog.errors import BinlogCdcError
 
 ENV = "BINLOG_CDC_FAILPOINTS"
+KILL_MARK = "failpoint kill: "
+
+_lock = threading.Lock()
 _hits: dict[str, int] = {}
 
 
@@ -27,13 +40,43 @@ class InjectedFault(BinlogCdcError):
     """Raised by a ``raise`` failpoint."""
 
 
-def _parse(spec: str) -> dict[str, tuple[str, int]]:
+@dataclass(frozen=True)
+class Rule:
+    """What one failpoint does: ``action`` at hit ``nth``, ``delay`` seconds later (from a timer
+    thread) when set."""
+
+    action: str
+    nth: int = 1
+    delay: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.action}@{self.nth}" + ("" if self.delay is None else f"+{self.delay:g}")
+
+
+def parse(spec: str) -> dict[str, Rule]:
+    """The rules of a ``BINLOG_CDC_FAILPOINTS`` value, by failpoint name.
+
+    :raises ValueError: a hit number or delay that does not parse or is out of range, or a delay
+        with an action other than ``kill``.
+    """
     out = {}
     for item in filter(None, (x.strip() for x in spec.split(","))):
         name, _, action = item.partition("=")
-        action, _, nth = (action or "kill").partition("@")
-        out[name] = (action, int(nth or 1))
+        action, _, when = (action or "kill").partition("@")
+        nth_text, plus, delay_text = (when or "1").partition("+")
+        nth = int(nth_text)
+        delay = float(delay_text) if plus else None
+        if nth < 1 or (delay is not None and not delay >= 0):
+            raise ValueError(f"failpoint rule {item!r}: the hit counts from 1, a delay is >= 0")
+        if delay is not None and action != "kill":
+            raise ValueError(f"failpoint rule {item!r}: a delay needs the kill action")
+        out[name.strip()] = Rule(action, nth, delay)
     return out
+
+
+def _kill(where: str) -> None:
+    os.write(2, f"\n{KILL_MARK}{where}\n".encode())  # unbuffered: SIGKILL leaves no flush
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def failpoint(name: str) -> None:
@@ -41,13 +84,24 @@ def failpoint(name: str) -> None:
     spec = os.environ.get(ENV)
     if not spec:
         return
-    rule = _parse(spec).get(name)
+    rule = parse(spec).get(name)
     if rule is None:
         return
-    _hits[name] = _hits.get(name, 0) + 1
-    action, nth = rule
-    if _hits[name] != nth:
+    with _lock:  # merge_table is hit from several threads at once
+        hit = _hits[name] = _hits.get(name, 0) + 1
+    if hit != rule.nth:
         return
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise InjectedFault(f"failpoint {name} ({action}@{nth})")
+    if rule.delay is not None:
+        timer = threading.Timer(rule.delay, _kill, (f"a timer {rule.delay:g} s after {name}@{hit} ({rule})",))
+        timer.daemon = True
+        timer.start()
+        return
+    if rule.action == "kill":
+        _kill(f"{name}@{hit} ({rule})")
+    raise InjectedFault(f"failpoint {name} ({rule})")
+
+
+def reset() -> None:
+    """Forget the hits counted so far (for tests in one process)."""
+    with _lock:
+        _hits.clear()

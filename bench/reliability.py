@@ -4,13 +4,14 @@ Starts its own MariaDB and ZooKeeper (``airflow_provider_binlog.dev.services``) 
 then:
 
 1. crash matrix (:mod:`airflow_provider_binlog.dev.crash`): ``--scenarios`` scenarios of
-   ``--kills`` SIGKILLs each, at random failpoints (drain, before_commit, merge_table,
-   after_commit, ack, after_ack) or at random moments; after each scenario the lake is compared
-   with the source value by value and the ledger's append-only log must hold every change once;
+   ``--kills`` SIGKILLs each, taking turns at the failpoints (drain, before_commit, merge_table,
+   after_commit, ack, after_ack) and a timer (a random moment mid-run), each at a hit its run is
+   certain to make; after each scenario the lake is compared with the source value by value and
+   the ledger's append-only log must hold every change once;
 2. load (:mod:`airflow_provider_binlog.dev.load`): a writer at ``--rate`` statements/s while
    ``--runs`` operator runs drain back to back; the lag after each run, then lake == source.
 
-Prints kill points tried and reached per kind, divergences, and the per-run lag. Exit status 1
+Prints the seed, kills per kind of kill point, divergences, and the per-run lag. Exit status 1
 when anything diverged. Run::
 
     .venv/bin/python -u bench/reliability.py                       # 10 x 4 kills, 10 load runs

@@ -27,9 +27,9 @@ the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every pla
 one that does not is an error (the bound, or the drain, changed). The kinds take turns in a
 seeded order (every kind once per ``len(KINDS)`` kills): the six failpoints (drain,
 before_commit, merge_table, after_commit, ack, after_ack: see :mod:`..faults`) and ``timer``, a
-kill at a random moment mid-run: the ``n``-th ``drain`` hit arms a timer of a random delay that
-SIGKILLs the process wherever it is (reading, starting Spark, inside a MERGE, acking), and should
-the run get to its first ``after_ack`` after that before the timer fires, the kill lands there.
+kill at a random moment mid-run: the first ``drain`` hit (the first batch read) starts a timer of
+a random delay that SIGKILLs the process wherever it is (reading, starting Spark, inside a MERGE,
+acking); should the run reach its last certain ``after_ack`` hit first, the kill lands there.
 
 Used by ``tests/faults/test_crash_matrix.py`` (the CI setting) and ``bench/reliability.py``
 (larger settings); the per-run process is ``python -m airflow_provider_binlog.dev.crash child SPEC``.
@@ -54,14 +54,14 @@ from typing import Any
 import pymysql
 
 from airflow_provider_binlog.dev import demo_data
-from airflow_provider_binlog.faults import ARMED, ENV, KILL_MARK
+from airflow_provider_binlog.faults import ENV, KILL_MARK
 
 FAILPOINTS = ("drain", "before_commit", "merge_table", "after_commit", "ack", "after_ack")
 TIMER = "timer"
 KINDS = (*FAILPOINTS, TIMER)
-TIMER_ARMS_AT = "drain"  # a timer kill is armed at a hit of this failpoint
-TIMER_LANDS_BY = "after_ack"  # ... and lands here at the latest (the first hit after arming)
-TIMER_MAX_DELAY = 3.0  # seconds
+TIMER_STARTS_AT = "drain"  # a timer kill's timer starts at the first hit of this failpoint
+TIMER_LANDS_BY = "after_ack"  # ... and the kill lands at the n-th hit of this one at the latest
+TIMER_MAX_DELAY = 6.0  # seconds (about the time a kill-phase run takes from its first batch on)
 BATCH_SIZE = 20
 COMMIT_ROWS = 100
 # fresh ledger changes before each kill-phase run: >= 3 commits and >= 13 batches it must make
@@ -84,16 +84,16 @@ def certain_hits(ledger_changes: int, commit_rows: int = COMMIT_ROWS) -> dict[st
     module docstring)."""
     batches = -(-ledger_changes // BATCH_SIZE)
     commits = -(-ledger_changes // (commit_rows + BATCH_SIZE))
-    hits = {"drain": batches, "ack": batches, TIMER: batches}
-    hits |= {name: commits for name in ("before_commit", "merge_table", "after_commit", "after_ack")}
+    hits = {"drain": batches, "ack": batches}
+    hits |= {name: commits for name in ("before_commit", "merge_table", "after_commit", "after_ack", TIMER)}
     return hits
 
 
 @dataclass(frozen=True)
 class KillPoint:
     """Where a run is killed: the ``nth`` hit of failpoint ``kind``, or (``kind`` ``timer``)
-    ``delay`` seconds after the ``nth`` hit of ``TIMER_ARMS_AT``, at the latest at the first
-    ``TIMER_LANDS_BY`` hit after that."""
+    ``delay`` seconds after the first hit of ``TIMER_STARTS_AT``, at the latest at the ``nth`` hit
+    of ``TIMER_LANDS_BY`` (a batch is read before any commit, so the timer starts before that)."""
 
     kind: str
     nth: int = 1
@@ -101,21 +101,23 @@ class KillPoint:
 
     def __str__(self) -> str:
         if self.kind == TIMER:
-            return f"{TIMER}({TIMER_ARMS_AT}@{self.nth}+{self.delay:.2f}s)"
+            return f"{TIMER}({TIMER_STARTS_AT}@1+{self.delay:.2f}s|{TIMER_LANDS_BY}@{self.nth})"
         return f"{self.kind}@{self.nth}"
 
     @property
     def failpoints(self) -> str:
         """The ``BINLOG_CDC_FAILPOINTS`` value that kills there."""
         if self.kind == TIMER:
-            return f"{TIMER_ARMS_AT}=kill@{self.nth}+{self.delay:.3f},{TIMER_LANDS_BY}=kill@{ARMED}"
+            return f"{TIMER_STARTS_AT}=kill@1+{self.delay:.3f},{TIMER_LANDS_BY}=kill@{self.nth}"
         return f"{self.kind}=kill@{self.nth}"
 
     @classmethod
     def random(cls, rng: random.Random, kind: str, hits: Mapping[str, int]) -> KillPoint:
-        """A point of ``kind`` within the ``hits`` the run is certain to make."""
-        nth = rng.randint(1, hits[kind])
-        return cls(kind, nth, round(rng.uniform(0.0, TIMER_MAX_DELAY), 3) if kind == TIMER else 0.0)
+        """A point of ``kind`` within the ``hits`` the run is certain to make (a timer lands by
+        the last of them)."""
+        if kind == TIMER:
+            return cls(kind, hits[kind], round(rng.uniform(0.0, TIMER_MAX_DELAY), 3))
+        return cls(kind, rng.randint(1, hits[kind]))
 
 
 @dataclass
