@@ -84,6 +84,11 @@ class ColumnSpec:
     :param collation: ``COLLATE`` given, else ``None``.
     :param primary: inline ``PRIMARY KEY``.
     :param args: numbers inside the type's parentheses (length, precision, scale).
+    :param not_null: ``NOT NULL`` given (or implied by an inline ``PRIMARY KEY``).
+    :param default: the ``DEFAULT`` clause, ``None`` when there is none.
+    :param auto_increment: ``AUTO_INCREMENT`` given.
+    :param generated: a generated column (``[GENERATED ALWAYS] AS (expr)``).
+    :param zerofill: ``ZEROFILL`` given.
     """
 
     name: str
@@ -94,13 +99,40 @@ class ColumnSpec:
     collation: str | None = None
     primary: bool = False
     args: tuple[int, ...] = ()
+    not_null: bool = False
+    default: Default | None = None
+    auto_increment: bool = False
+    generated: bool = False
+    zerofill: bool = False
+
+
+@dataclass(frozen=True)
+class Default:
+    """A column's ``DEFAULT`` clause as written.
+
+    :param kind: ``null`` (``DEFAULT NULL``), ``str`` (a quoted string, with its introducer or
+        temporal prefix in ``prefix``), ``num`` (a number, sign included), ``bits`` (``b'0101'``),
+        ``hex`` (``x'0a'`` / ``0x0a``) or ``expression`` (anything else: ``CURRENT_TIMESTAMP``,
+        ``(expr)``, functions; its value cannot be known from the statement).
+    :param text: the literal (unquoted), or the expression's first token.
+    :param prefix: ``DATE``/``TIME``/``TIMESTAMP`` before a string literal, else ``""``.
+    """
+
+    kind: str
+    text: str = ""
+    prefix: str = ""
 
 
 @dataclass(frozen=True)
 class AlterOp:
     """One ALTER TABLE clause that changes columns or the key.
 
-    :param op: ``add``, ``drop``, ``modify``, ``change``, ``rename_column``, ``add_pk``, ``drop_pk``.
+    :param op: ``add``, ``drop``, ``modify``, ``change``, ``rename_column``, ``add_pk``, ``drop_pk``,
+        ``alter_column`` (``ALTER [COLUMN] c SET/DROP DEFAULT``...: no effect on rows),
+        ``partition`` (``name`` holds the verb: ``add``, ``drop``, ``truncate``, ``exchange``,
+        ``reorganize``, ``coalesce``, ``convert``, ``discard``, ``import``, ``maintain`` (analyze,
+        check, optimize, rebuild, repair), ``remove`` (REMOVE PARTITIONING), ``by`` (PARTITION BY))
+        or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset).
     :param name: the column it applies to (the old name for change/rename).
     :param spec: the new definition (add/modify/change).
     :param new_name: the new name (rename_column).
@@ -141,6 +173,8 @@ class DdlStatement:
     complete: bool = True
     like: tuple[str, str] | None = None
     default_charset: str | None = field(default=None)
+    if_not_exists: bool = False
+    """``CREATE TABLE IF NOT EXISTS`` / ``DROP TABLE IF EXISTS``."""
 
 
 _DDL_START = re.compile(
@@ -263,14 +297,29 @@ class _P:
                 elif t.kind == "num":
                     args.append(int(float(t.text)))
         unsigned = charset = collation = None
-        primary = False
+        primary = not_null = auto_increment = generated = zerofill = False
+        default: Default | None = None
         # attributes up to the end of this definition
         while self.i < len(self.t):
             t = self.t[self.i]
             if t.kind == "p" and t.text in (",", ")", ";"):
                 break
             u = t.upper
-            if u == "UNSIGNED":
+            if u == "DEFAULT":
+                self.i += 1
+                default = self.default_value()
+                continue
+            if u == "NOT" and self.up(1) == "NULL":
+                not_null = True
+                self.i += 2
+                continue
+            if u == "AUTO_INCREMENT":
+                auto_increment = True
+            elif u in ("AS", "GENERATED"):
+                generated = True
+            elif u == "ZEROFILL":
+                zerofill = unsigned = True
+            elif u == "UNSIGNED":
                 unsigned = True
             elif u in ("CHARSET", "CHARACTER"):
                 charset = self.charset_clause()
@@ -281,36 +330,91 @@ class _P:
                 collation = self.ident().lower()
                 continue
             elif u == "PRIMARY" and self.up(1) == "KEY":
-                primary = True
+                primary = not_null = True
             elif u in ("FIRST", "AFTER"):
                 break
             if t.kind == "p" and t.text == "(":
                 self.skip_parens()
                 continue
             self.i += 1
-        if type_name in ("serial",):
-            type_name, unsigned = "bigint", True
+        if type_name == "serial":
+            type_name, unsigned, not_null, auto_increment = "bigint", True, True, True
         return ColumnSpec(
             name, type_name, bool(unsigned), tuple(labels) if labels is not None else None, charset,
-            collation, primary, tuple(args),
+            collation, primary, tuple(args), not_null, default, auto_increment, generated, zerofill,
         )  # fmt: skip
+
+    def default_value(self) -> Default:
+        """After ``DEFAULT``: read the default (see :class:`Default`)."""
+        t = self.peek()
+        if t is None:
+            raise ValueError("default expected")
+        self.i += 1
+        if t.kind == "str":
+            return Default("str", t.text)
+        if t.kind == "p" and t.text in "+-" and self.peek() is not None and self.peek().kind == "num":  # type: ignore[union-attr]
+            num = self.ident_num()
+            return self.number(num if t.text == "+" else "-" + num)
+        if t.kind == "num":
+            nxt = self.peek()
+            if t.text == "0" and nxt is not None and nxt.kind == "id" and nxt.upper.startswith("X"):
+                return Default("hex", self.ident()[1:])  # 0x0a: "0" then "x0a"
+            return self.number(t.text)
+        if t.kind == "id":
+            u = t.upper
+            nxt = self.peek()
+            if u == "NULL":
+                return Default("null")
+            if u in ("TRUE", "FALSE"):
+                return Default("num", "1" if u == "TRUE" else "0")
+            if nxt is not None and nxt.kind == "str":
+                if u == "B":
+                    self.i += 1
+                    return Default("bits", nxt.text)
+                if u == "X":
+                    self.i += 1
+                    return Default("hex", nxt.text)
+                if u in ("DATE", "TIME", "TIMESTAMP"):
+                    self.i += 1
+                    return Default("str", nxt.text, prefix=u)
+                if u.startswith("_"):  # a charset introducer: _utf8mb4'text'
+                    self.i += 1
+                    return Default("str", nxt.text)
+        if t.kind == "p" and t.text == "(":
+            self.i -= 1
+            self.skip_parens()
+            return Default("expression", "(")
+        return Default("expression", t.text)  # CURRENT_TIMESTAMP, NOW(), UUID()...: as an expression
+
+    def number(self, text: str) -> Default:
+        nxt = self.peek()
+        if nxt is not None and nxt.kind == "id" and nxt.upper[:1] == "E":  # 1e3: not read exactly here
+            return Default("expression", text)
+        return Default("num", text)
+
+    def ident_num(self) -> str:
+        t = self.peek()
+        assert t is not None
+        self.i += 1
+        return t.text
 
 
 def _create(p: _P) -> DdlStatement:
     p.eat("TEMPORARY")
     if not p.eat("TABLE"):
         return DdlStatement("other")
+    ine = False
     if p.eat("IF"):
         p.eat("NOT")
-        p.eat("EXISTS")
+        ine = p.eat("EXISTS")
     table = p.table = p.qualified()
     if p.eat("LIKE"):
-        return DdlStatement("create", (table,), like=p.qualified())
+        return DdlStatement("create", (table,), like=p.qualified(), if_not_exists=ine)
     if p.eat_p("(") and p.up() == "LIKE":
         p.i += 1
-        return DdlStatement("create", (table,), like=p.qualified())
+        return DdlStatement("create", (table,), like=p.qualified(), if_not_exists=ine)
     if p.peek() is None or not (p.t[p.i - 1].kind == "p" and p.t[p.i - 1].text == "("):
-        return DdlStatement("create", (table,), complete=False)  # CREATE TABLE ... AS SELECT
+        return DdlStatement("create", (table,), complete=False, if_not_exists=ine)  # ... AS SELECT
     columns: list[ColumnSpec] = []
     pk: tuple[str, ...] = ()
     while p.peek() is not None:
@@ -339,7 +443,9 @@ def _create(p: _P) -> DdlStatement:
         p.eat_p(")")
         break
     charset = _table_charset(p)
-    return DdlStatement("create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset)
+    return DdlStatement(
+        "create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset, if_not_exists=ine
+    )
 
 
 def _table_charset(p: _P) -> str | None:
@@ -383,7 +489,20 @@ def _alter(p: _P) -> DdlStatement:
                     p.i += 1
                 ops.append(AlterOp("add_pk", columns=p.name_list()))
                 p.skip_clause()
-            elif u2 in ("KEY", "INDEX", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "PARTITION"):
+            elif u2 == "PARTITION":
+                ops.append(AlterOp("partition", "add"))
+                p.i = len(p.t)
+            elif u2 in (
+                "KEY",
+                "INDEX",
+                "UNIQUE",
+                "FULLTEXT",
+                "SPATIAL",
+                "FOREIGN",
+                "CHECK",
+                "PERIOD",
+                "SYSTEM",
+            ):
                 p.skip_clause()
             elif p.eat_p("("):
                 while True:
@@ -405,7 +524,10 @@ def _alter(p: _P) -> DdlStatement:
             if p.up() == "PRIMARY" and p.up(1) == "KEY":
                 p.i += 2
                 ops.append(AlterOp("drop_pk"))
-            elif p.up() in ("INDEX", "KEY", "FOREIGN", "CONSTRAINT", "CHECK", "PARTITION"):
+            elif p.up() == "PARTITION":
+                ops.append(AlterOp("partition", "drop"))
+                p.i = len(p.t)  # partition operations stand alone in a statement (names, commas...)
+            elif p.up() in _INDEX_WORDS or p.up() == "CONSTRAINT":
                 p.skip_clause()
             else:
                 p.eat("COLUMN")
@@ -444,13 +566,28 @@ def _alter(p: _P) -> DdlStatement:
                 p.eat("TO", "AS")
                 renames.append((table, p.qualified()))
         elif u == "ALTER":
-            p.skip_clause()  # ALTER [COLUMN] c SET DEFAULT ...: no effect on the row format
+            ops.append(AlterOp("alter_column"))
+            p.skip_clause()  # ALTER [COLUMN] c SET DEFAULT ...: no effect on the rows or their format
+        elif u in _PARTITION_VERBS and (p.up(1) in ("PARTITION", "PARTITIONING") or u == "COALESCE"):
+            ops.append(AlterOp("partition", _PARTITION_VERBS[u]))
+            p.i = len(p.t)  # partition operations stand alone in a statement
+        elif u == "PARTITION" and p.up(1) == "BY":
+            ops.append(AlterOp("partition", "by"))
+            p.i = len(p.t)  # the partitioning is the statement's last clause
+        elif u == "CONVERT" and p.up(1) in ("PARTITION", "TABLE"):
+            ops.append(AlterOp("partition", "convert"))  # MariaDB: a partition out to a table or in
+            p.i = len(p.t)
+        elif u == "CONVERT" and p.up(1) == "TO":
+            p.i += 2
+            charset = p.charset_clause() if p.up() in ("CHARSET", "CHARACTER") else ""
+            ops.append(AlterOp("convert_charset", charset))
+            p.skip_clause()
         elif u in ("ALGORITHM", "LOCK", "ENGINE", "ROW_FORMAT", "COMMENT", "AUTO_INCREMENT", "FORCE",
                    "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "CONVERT", "ORDER", "KEY_BLOCK_SIZE",
                    "STATS_PERSISTENT", "PACK_KEYS", "CHECKSUM", "DISABLE", "ENABLE", "WAIT", "NOWAIT",
                    "ADD_COLUMN"):  # fmt: skip
             if u == "CONVERT":
-                complete = False  # CONVERT TO CHARACTER SET changes every text column's charset
+                complete = False  # a CONVERT clause not read above
             p.skip_clause()
         else:
             complete = False
@@ -459,6 +596,16 @@ def _alter(p: _P) -> DdlStatement:
             p.i += 1
     tables = (table,)
     return DdlStatement("alter", tables, renames=tuple(renames), ops=tuple(ops), complete=complete)
+
+
+_INDEX_WORDS = frozenset(
+    {"KEY", "INDEX", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "PERIOD", "SYSTEM"}
+)
+_PARTITION_VERBS = {
+    "TRUNCATE": "truncate", "EXCHANGE": "exchange", "REORGANIZE": "reorganize", "COALESCE": "coalesce",
+    "ANALYZE": "maintain", "CHECK": "maintain", "OPTIMIZE": "maintain", "REBUILD": "maintain",
+    "REPAIR": "maintain", "REMOVE": "remove", "DISCARD": "discard", "IMPORT": "import",
+}  # fmt: skip
 
 
 def _placement(p: _P) -> tuple[bool, str | None]:
@@ -493,12 +640,13 @@ def parse_ddl(sql: str, default_schema: str = "") -> DdlStatement | None:
             p.eat("TEMPORARY")
             if not p.eat("TABLE", "TABLES"):
                 return DdlStatement("other")
+            ie = False
             if p.eat("IF"):
-                p.eat("EXISTS")
+                ie = p.eat("EXISTS")
             tables = [p.qualified()]
             while p.eat_p(","):
                 tables.append(p.qualified())
-            return DdlStatement("drop", tuple(tables))
+            return DdlStatement("drop", tuple(tables), if_not_exists=ie)
         if verb == "RENAME":
             if not p.eat("TABLE", "TABLES"):
                 return DdlStatement("other")
