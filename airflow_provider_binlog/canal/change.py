@@ -91,6 +91,8 @@ class DdlEntry:
     :param gtid_set: the executed GTID set / MariaDB GTID position after this statement, when known.
     :param ends_statement: ``False`` for all but the last entry of a statement about several
         tables (``DROP TABLE a, b``); only the last one is an ack point.
+    :param previous_schema: the table's columns just before the statement, when known (``None``
+        also when the table did not exist).
     """
 
     destination: str
@@ -107,6 +109,7 @@ class DdlEntry:
     server_id: int = 0
     gtid_set: str | None = None
     ends_statement: bool = True
+    previous_schema: TableSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)

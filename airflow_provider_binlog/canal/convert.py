@@ -249,12 +249,14 @@ class EntryConverter:
         kind = DdlKind.TRUNCATE if stmt.kind == "truncate" else DdlKind.DDL
         targets = [(schema, table) for schema, table in targets if flt.matches(schema, table)]
         for i, (schema, table) in enumerate(targets):
-            ts = None
+            ts = prev = None
             if self.history is not None and table is not None:
                 found = self.history.at(schema, table, (file_number(event.file), event.pos))
                 ts = found[0] if found else None
                 if ts is not None:  # the schema its rows carry (projected by columns=)
                     ts = flt.table_schema(ts, event.position)
+                found = self.history.at(schema, table, (file_number(event.file), event.pos - 1))
+                prev = flt.table_schema(found[0], event.position) if found and found[0] else None
             entries.append(
                 DdlEntry(
                     destination=self.destination,
@@ -271,6 +273,7 @@ class EntryConverter:
                     server_id=event.header.server_id,
                     gtid_set=gtid_set,
                     ends_statement=i == len(targets) - 1,
+                    previous_schema=prev,
                 )
             )
         self._txn = _Txn()
