@@ -13,6 +13,17 @@
 Batches taken while Spark is still starting (the merger is built in the committer thread, where
 it loads every known target's exactly-once mark) wait aside and are folded once it is up.
 
+**A table re-snapshot mid-run.** When folding a batch raises
+:class:`~..canal.operations.ResnapshotNeeded` (a source operation on one table that the lake can only
+follow by loading the table again) and the loop has a ``resnapshot`` handler: the running commit is
+settled; what is held for that table is dropped; what is held for the others is committed and the
+batches folded before the raising one are acked; the handler re-snapshots the table at a position
+``S`` after the statement and returns the mark it left; the merger takes that mark; then the raising
+batch is folded again from its start. Its entries of other targets that the lake already has, and
+every change of the re-snapshotted table up to ``S``, are skipped by the marks (the statement too),
+so no change is lost or applied twice; a crash anywhere in between reads the batch again after the
+cursor, where the marks do the same.
+
 Exactly once: a batch is acked (the cursor moves) only after the commit holding it returned; a
 failed commit acks nothing; the lake's marks make a retry after a crash between commit and ack
 skip what is already there. Failpoints (:mod:`..faults`): ``drain`` (a batch taken),
@@ -70,6 +81,10 @@ class Merger(Protocol):
 
     def committed(self) -> Mapping[str, Any]: ...
 
+    def forget(self, target: str) -> int: ...
+
+    def put_mark(self, target: str, mark: Any) -> None: ...
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -109,6 +124,9 @@ class ChunkLoop:
     :param limits: chunk size limits.
     :param report: ``report(level, line)`` for the task log.
     :param tick: called after each settled commit (the collector pause's tick).
+    :param resnapshot: re-snapshots the table a :class:`~..canal.operations.ResnapshotNeeded` names and
+        returns the :class:`~..canal.resnapshot.ResnapshotResult` (see the module docstring); ``None``:
+        the error stops the run.
     """
 
     def __init__(
@@ -121,6 +139,7 @@ class ChunkLoop:
         limits: Limits,
         report: Report,
         tick: Callable[[], None] = lambda: None,
+        resnapshot: Callable[[Any], Any] | None = None,
     ) -> None:
         self.destination = destination
         self.instance = instance
@@ -130,6 +149,8 @@ class ChunkLoop:
         self.limits = limits
         self.report = report
         self.tick = tick
+        self.resnapshot = resnapshot
+        self.resnapshots: list[Any] = []  # what each re-snapshot of this run returned
         self.merger: Merger | None = None  # set once Spark is up
         # seconds of this loop on the main thread: waiting for the parser thread, buffering
         # entries, waiting for the commit thread, acking (merger.timings splits the commits)
@@ -167,12 +188,53 @@ class ChunkLoop:
             t0 = time.perf_counter()
             self.open_merger()
             self.timings["spark_start"] += time.perf_counter() - t0
+        from airflow_provider_binlog.canal.operations import ResnapshotNeeded
+
         merger = self.merger
         assert merger is not None
-        for taken_id, taken in self.early:
-            self.rows += merger.add_many(taken, self.target_for)
+        early, last_raised = self.early, None
+        while early:
+            taken_id, taken = early[0]
+            try:
+                self.rows += merger.add_many(taken, self.target_for)
+            except ResnapshotNeeded as exc:
+                if self.resnapshot is None or (exc.table, exc.position) == last_raised:
+                    raise  # the re-snapshot's mark did not cover the statement: no loop
+                last_raised = (exc.table, exc.position)
+                self._resnapshot(exc, taken_id)
+                continue  # the same batch again: the marks skip what the lake has now
             self.instance.store.release(taken_id)
-        self.early.clear()
+            early.pop(0)
+
+    def _resnapshot(self, exc: Any, batch_id: int) -> None:
+        """Re-snapshot ``exc``'s table while batch ``batch_id`` was being folded (see the module
+        docstring); on return the batch is to be folded again."""
+        merger = self.merger
+        assert merger is not None and self.resnapshot is not None
+        target = exc.target or self.target_for(*exc.table.split(".", 1))
+        if target is None:
+            raise exc
+        self.report(logging.WARNING, f"destination {self.destination}: {exc}; re-snapshotting {target}")
+        self._settle()
+        dropped = merger.forget(target)
+        # the other targets' held rows go to the lake; the batches folded before this one are acked
+        at = self.pending.index(batch_id)
+        done, self.pending = self.pending[:at], self.pending[at:]
+        images = merger.held
+        future = self.committer.submit(self._commit, merger.take(), None)
+        self.in_flight = _InFlight(future, done, self.rows, images)
+        self.rows = 0
+        self._settle()
+        from airflow_provider_binlog.lake.resnapshot import resnapshot_mark
+
+        result = self.resnapshot(exc)
+        merger.put_mark(target, resnapshot_mark(result.start))
+        self.resnapshots.append(result)
+        self.report(
+            logging.INFO,
+            f"destination {self.destination}: {target} re-snapshotted at {result.start} "
+            f"({result.rows} rows, {dropped} held row images dropped); its changes after that are applied",
+        )
 
     # ------------------------------------------------------------------ commits
 

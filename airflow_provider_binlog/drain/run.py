@@ -180,7 +180,7 @@ class Drain:
             self.starting = committer.submit(self._make_merger)
             loop = self.loop = ChunkLoop(
                 self.destination, instance, self.starting, committer, self.routes.target_for,
-                settings.limits, report, collector.tick,
+                settings.limits, report, collector.tick, resnapshot=self._resnapshot,
             )  # fmt: skip
             if instance.stale_marks:
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
@@ -192,6 +192,27 @@ class Drain:
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
             collector.__exit__()
             self._close()
+
+    def _resnapshot(self, exc: Any) -> Any:
+        """Re-snapshot the table of a :class:`~..canal.operations.ResnapshotNeeded` (on the loop's
+        thread, the committer idle): at a position after its statement, under this run's running
+        node, with the target's options."""
+        from airflow_provider_binlog.drain.resnapshot import resnapshot
+        from airflow_provider_binlog.drain.snapshot import target_options_for
+
+        assert self.loop is not None
+        merger: Any = self.loop.open_merger()
+        instance = self.instance
+        source = exc.table
+        target = exc.target or self.routes.target_for(*source.split(".", 1))
+        if target is None:
+            raise exc
+        return resnapshot(
+            instance.meta, instance.identity, instance.client, self.connect, merger.spark, source, target,
+            options=target_options_for(self.target_options, target),
+            chunk_size=self.settings.snapshot_chunk_size, after=exc.position,
+            guard=instance.running.check if instance.running is not None else None,
+        )  # fmt: skip
 
     def _finish(self, point: Any, stop: Any, loop: ChunkLoop) -> dict[str, Any]:
         instance = self.instance
@@ -211,6 +232,8 @@ class Drain:
             "tables": loop.totals,
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
+        if loop.resnapshots:
+            summary["resnapshots"] = [r.as_dict() for r in loop.resnapshots]
         instance.meta.record_run(
             instance.identity, self.settings.run_id, state="success", end=end, tables=loop.totals
         )

@@ -33,6 +33,21 @@ def key_columns(options: TargetOptions | Mapping[str, TargetOptions] | None, tar
     return ()
 
 
+def target_options_for(
+    options: TargetOptions | Mapping[str, TargetOptions] | None, target: str
+) -> TargetOptions | None:
+    """The options ``options`` give ``target`` (``None``: the defaults)."""
+    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.sql import parse_name
+
+    if options is None or isinstance(options, TargetOptions):
+        return options
+    for name, value in options.items():
+        if parse_name(name) == parse_name(target):
+            return value
+    return None
+
+
 def initial_snapshot(
     instance: CanalInstance,
     connect: Callable[[], Any],

@@ -227,6 +227,25 @@ class ChangeMerger:
         for target in self._routes.targets():
             self.marks.get(target)
 
+    def forget(self, target: str) -> int:
+        """Drop what is held for ``target`` (a re-snapshot replaces its contents); return the row
+        images dropped. Entries of it folded later are skipped as its mark then says."""
+        quoted = quote_parts(parse_name(target))
+        pending = self._pending.pop(quoted, None)
+        if pending is None:
+            return 0
+        self._held -= pending.held
+        return pending.held
+
+    def put_mark(self, target: str, mark: CommittedMark) -> None:
+        """Take ``mark`` as ``target``'s committed mark (a re-snapshot swapped in at it): what it
+        covers is skipped from now on, what follows it is applied."""
+        quoted = quote_parts(parse_name(target))
+        if quoted in self._pending:
+            raise ValueError(f"{self._routes.display(quoted)} holds changes: forget() them first")
+        self.marks.put(quoted, mark)
+        self.target_tables.existing.add(quoted)
+
     def close(self) -> None:
         self.runner.close()
         self.staging.close()
