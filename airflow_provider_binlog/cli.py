@@ -42,9 +42,11 @@ SUBCOMMAND_MODULES: list[str] = [
     "airflow_provider_binlog.cli",
     "airflow_provider_binlog.cli_verify",
     "airflow_provider_binlog.cli_snapshot",
+    "airflow_provider_binlog.cli_resnapshot",
 ]
 """Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
-:mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``)."""
+:mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``, :mod:`.cli_resnapshot`
+adds ``resnapshot``)."""
 
 
 # --------------------------------------------------------------------------- JSON values

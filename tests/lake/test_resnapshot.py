@@ -54,12 +54,14 @@ def _assert_equal(mariadb: Any, database: str, spark: Any, tables: dict[str, str
         assert diff.source_rows > 0
 
 
-def _setup(mariadb: Any, database: str, spark: Any) -> tuple[Any, MetaManager, dict[str, str]]:
+def _setup(
+    mariadb: Any, database: str, spark: Any, meta: MetaManager | None = None
+) -> tuple[Any, MetaManager, dict[str, str]]:
     """Tables t (diverged in the lake) and u, snapshotted and drained, then t diverged."""
     _fill(mariadb, database, "t", 900)
     _fill(mariadb, database, "u", 300)
     config = _config(mariadb, database)
-    meta = MemoryMetaManager()
+    meta = meta or MemoryMetaManager()
     tables = {f"{database}.t": f"lake.{database}.t", f"{database}.u": f"lake.{database}.u"}
     _snapshot(config, meta, mariadb, database, spark, tables, chunk_size=400)
     incremental(config, meta, spark, tables)
@@ -80,9 +82,9 @@ def _resnapshot(config: Any, meta: MetaManager, mariadb: Any, database: str, spa
 
 
 def _swaps(spark: Any, target: str) -> list[str]:
-    rows = spark.sql(
-        f"SELECT summary['{RESNAPSHOT}'] AS a FROM {quote_parts(parse_name(target))}.snapshots"
-    ).collect()
+    name = quote_parts(parse_name(target))
+    spark.sql(f"REFRESH TABLE {name}")  # another process may have committed
+    rows = spark.sql(f"SELECT summary['{RESNAPSHOT}'] AS a FROM {name}.snapshots").collect()
     return [r.a for r in rows if r.a]
 
 
