@@ -85,7 +85,14 @@ def target_parts(target: str, source: str) -> tuple[str, ...]:
     try:
         parts = parse_name(target)
     except ConfigurationError as exc:
-        raise ConfigurationError(f"invalid target {target!r} for source {source!r}: {exc}") from None
+        problem = str(exc)
+        try:  # the problem as the name reads with its placeholders filled in
+            parse_name(target.format(schema="schema", table="table"))
+        except ConfigurationError as filled:
+            problem = str(filled)
+        except (KeyError, IndexError, ValueError):
+            pass
+        raise invalid_target(target, source, problem) from None
     for part in parts:
         try:
             fields = list(string.Formatter().parse(part))
@@ -97,6 +104,19 @@ def target_parts(target: str, source: str) -> tuple[str, ...]:
                     f"target {target!r} for {source!r} may only use {{schema}} and {{table}}"
                 )
     return parts
+
+
+class InvalidTargetError(ConfigurationError):
+    """A route's target is no ``[catalog.]namespace.table`` name."""
+
+
+def invalid_target(target: str, source: str, problem: str) -> InvalidTargetError:
+    """The error for a route whose target is no ``[catalog.]namespace.table`` name."""
+    return InvalidTargetError(
+        f"tables: the target {target!r} of {source!r} is not a valid Iceberg table name ({problem}); "
+        "write it as catalog.namespace.table, e.g. 'lake.shop.orders', with any part that holds dots "
+        "or backticks in backticks"
+    )
 
 
 def part_problem(part: str) -> str | None:

@@ -7,7 +7,7 @@ with them below Spark); they are re-exported here for the lake layer.
 from __future__ import annotations
 
 from airflow_provider_binlog.canal.names import name_text, parse_name, quote, quote_parts
-from airflow_provider_binlog.canal.routing import target_parts
+from airflow_provider_binlog.canal.routing import InvalidTargetError, invalid_target, target_parts
 from airflow_provider_binlog.errors import ConfigurationError
 
 __all__ = ["check_target", "name_text", "parse_name", "quote", "quote_parts"]
@@ -21,14 +21,12 @@ def check_target(target: str, source: str) -> tuple[str, ...]:
     """
     try:
         parts = tuple(p.format(schema="schema", table="table") for p in target_parts(target, source))
+    except InvalidTargetError:
+        raise
     except ConfigurationError as exc:
         problem = str(exc)
     else:
         if len(parts) >= 2:
             return parts
         problem = "a table needs a namespace"
-    raise ConfigurationError(
-        f"tables: the target {target!r} of {source!r} is not a valid Iceberg table name ({problem}); "
-        "write it as catalog.namespace.table, e.g. 'lake.shop.orders', with any part that holds dots "
-        "or backticks in backticks"
-    )
+    raise invalid_target(target, source, problem)
