@@ -196,9 +196,11 @@ def test_zookeeper_chroot_isolates(zookeeper: Any, zk_client: Any, zk_chroot: st
 
 @pytest.mark.integration
 def test_zookeeper_digest_auth_rejects_the_wrong_password(zookeeper: Any, zk_chroot: str) -> None:
-    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+    from airflow_provider_binlog.canal.meta.zookeeper_client import ZooKeeperConfig
+    from airflow_provider_binlog.canal.meta.zookeeper_client import connect_zookeeper as connect
 
-    good = ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, username="cdc", password="s3cret-pw")
+    good = ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, acl="creator", user="cdc", password="s3cret-pw")
     assert "s3cret-pw" not in repr(good)
     client = connect(good)
     try:
@@ -210,25 +212,35 @@ def test_zookeeper_digest_auth_rejects_the_wrong_password(zookeeper: Any, zk_chr
         client.stop()
         client.close()
     for bad in (
-        ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, username="cdc", password="wrong-pw"),
-        ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot),
+        ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, acl="creator", user="cdc", password="wrong-pw"),
+        ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, origin="connection 'zk'"),
     ):
-        intruder = connect(bad)
-        try:
-            with pytest.raises(MetaAuthError) as info:
-                ZooKeeperMetaManager(intruder).get_cursor(CLIENT)
-            assert "s3cret-pw" not in str(info.value) and "wrong-pw" not in str(info.value)
-            with pytest.raises(MetaAuthError):
-                ZooKeeperMetaManager(intruder).set_cursor(CLIENT, pos(1), 0)
-        finally:
-            intruder.stop()
-            intruder.close()
+        with pytest.raises(MetaAuthError) as info:  # refused at connect, before any cursor is read
+            connect(bad)
+        assert "s3cret-pw" not in str(info.value) and "wrong-pw" not in str(info.value)
+        assert zk_chroot in str(info.value)
+    # a manager whose client got past the connect check (e.g. the node's ACL changed since) still
+    # gets MetaAuthError on reads and writes
+    from kazoo.client import KazooClient
+
+    intruder = KazooClient(hosts=zookeeper.hosts + zk_chroot, auth_data=[("digest", "cdc:wrong-pw")])
+    intruder.start(timeout=15)
+    try:
+        with pytest.raises(MetaAuthError):
+            ZooKeeperMetaManager(intruder).get_cursor(CLIENT)
+        with pytest.raises(MetaAuthError):
+            ZooKeeperMetaManager(intruder).set_cursor(CLIENT, pos(1), 0)
+    finally:
+        intruder.stop()
+        intruder.close()
 
 
 @pytest.mark.integration
 def test_zookeeper_writes_survive_a_server_restart(zookeeper: Any, zk_chroot: str) -> None:
     """Writes run under client.retry: a restart of ZooKeeper delays them, the CAS still holds."""
-    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+    from airflow_provider_binlog.canal.meta.zookeeper_client import ZooKeeperConfig
+    from airflow_provider_binlog.canal.meta.zookeeper_client import connect_zookeeper as connect
 
     client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=30))
     try:
@@ -252,7 +264,9 @@ def test_zookeeper_write_issued_during_an_outage_lands_once(zookeeper: Any, zk_c
     import threading
     import time
 
-    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+    from airflow_provider_binlog.canal.meta.zookeeper_client import ZooKeeperConfig
+    from airflow_provider_binlog.canal.meta.zookeeper_client import connect_zookeeper as connect
 
     client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=10))
     try:
@@ -282,7 +296,9 @@ def test_zookeeper_write_issued_during_an_outage_lands_once(zookeeper: Any, zk_c
 def test_zookeeper_calls_give_up_after_retry_for(zookeeper: Any, zk_chroot: str) -> None:
     import time
 
-    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperConfig, ZooKeeperMetaManager, connect
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+    from airflow_provider_binlog.canal.meta.zookeeper_client import ZooKeeperConfig
+    from airflow_provider_binlog.canal.meta.zookeeper_client import connect_zookeeper as connect
 
     client = connect(ZooKeeperConfig(zookeeper.hosts, chroot=zk_chroot, timeout=10))
     try:

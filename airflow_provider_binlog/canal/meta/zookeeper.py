@@ -30,9 +30,9 @@ never retried across a session expiry: it raises
 :class:`~airflow_provider_binlog.canal.errors.SessionLostError` at once (unfenced calls carry on on
 kazoo's next session, as before).
 
-Digest authentication: :func:`connect` adds ``digest`` auth data and, by default, creates nodes
-with an ACL that gives all permissions to that identity only (:func:`digest_acl`). A client with
-the wrong password then gets :class:`~airflow_provider_binlog.canal.errors.MetaAuthError`.
+Digest authentication: :func:`.zookeeper_client.connect_zookeeper` adds ``digest`` auth data and,
+with ``acl="creator"``, creates nodes with an ACL that gives all permissions to that identity only.
+A client with the wrong password gets :class:`~airflow_provider_binlog.canal.errors.MetaAuthError`.
 Passwords never appear in reprs, logs or error messages.
 """
 
@@ -41,7 +41,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -57,7 +56,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.interfaces import IAsyncResult
-from kazoo.security import ACL, make_digest_acl
+from kazoo.security import ACL
 
 from airflow_provider_binlog.canal.errors import (
     FencedError,
@@ -68,7 +67,6 @@ from airflow_provider_binlog.canal.errors import (
 )
 from airflow_provider_binlog.canal.meta.base import Fence, FenceSource, MetaManager, Version, client_path
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.errors import ConfigurationError
 
 CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 """kazoo's reconnect policy here: forever, at most a second apart (kazoo's default backs off to an
@@ -77,74 +75,6 @@ hour, so a server back after a few seconds would be seen only several seconds la
 
 def _refused(path: str) -> str:
     return f"ZooKeeper refused access to {path} (ACL / digest credentials)"
-
-
-def digest_acl(username: str, password: str) -> list[ACL]:
-    """An ACL list granting every permission to the digest identity ``username:password`` only."""
-    return [make_digest_acl(username, password, all=True)]
-
-
-@dataclass(frozen=True)
-class ZooKeeperConfig:
-    """How to reach ZooKeeper.
-
-    :param hosts: ``host:port[,host:port...]``.
-    :param chroot: a chroot path such as ``/cdc`` (created when missing), or ``None``.
-    :param username: digest auth user, or ``None`` for no auth.
-    :param password: digest auth password (never shown in reprs).
-    :param timeout: session timeout in seconds.
-    :param connect_timeout: seconds to wait for the first connection.
-    """
-
-    hosts: str
-    chroot: str | None = None
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    timeout: float = 10.0
-    connect_timeout: float = 15.0
-
-    def __post_init__(self) -> None:
-        if self.chroot is not None and (not self.chroot.startswith("/") or self.chroot.endswith("/")):
-            raise ConfigurationError(f"invalid ZooKeeper chroot {self.chroot!r}: expected /path")
-        if (self.username is None) != (self.password is None):
-            raise ConfigurationError("ZooKeeper digest auth needs both a username and a password")
-
-    @property
-    def acl(self) -> list[ACL] | None:
-        if self.username is None or self.password is None:
-            return None
-        return digest_acl(self.username, self.password)
-
-
-def connect(config: ZooKeeperConfig) -> KazooClient:
-    """Start a :class:`KazooClient` for ``config``: chroot (created if missing), digest auth and
-    a default ACL restricted to that identity."""
-    auth = None
-    if config.username is not None:
-        auth = [("digest", f"{config.username}:{config.password}")]
-    if config.chroot:
-        root = KazooClient(hosts=config.hosts, timeout=config.timeout, auth_data=auth)
-        try:
-            root.start(timeout=config.connect_timeout)
-            root.retry(root.ensure_path, config.chroot)
-        except KazooException as exc:
-            raise MetaError(f"cannot create ZooKeeper chroot {config.chroot}: {type(exc).__name__}") from None
-        finally:
-            root.stop()
-            root.close()
-    client = KazooClient(
-        hosts=config.hosts + (config.chroot or ""),
-        timeout=config.timeout,
-        auth_data=auth,
-        default_acl=config.acl,
-        connection_retry=CONNECTION_RETRY,
-    )
-    try:
-        client.start(timeout=config.connect_timeout)
-    except Exception as exc:
-        client.close()
-        raise MetaError(f"cannot connect to ZooKeeper at {config.hosts}: {type(exc).__name__}") from None
-    return client
 
 
 class ZooKeeperMetaManager(MetaManager):
