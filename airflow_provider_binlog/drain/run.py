@@ -98,6 +98,7 @@ class Drain:
     :param spark: starts the SparkSession (called in the committer thread).
     :param connect: opens a plain connection to the source (``information_schema``, snapshots).
     :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param on_schema_change: the merger's policy for DDL statements (see :class:`~..lake.merge.ChangeMerger`).
     :param report: ``report(level, line)`` for progress and decisions.
     """
 
@@ -110,6 +111,7 @@ class Drain:
         spark: Callable[[], Any],
         connect: Callable[[], Any],
         target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
+        on_schema_change: str | Mapping[str, str] | None = None,
         report: Report = log_report,
     ) -> None:
         self.instance = instance
@@ -118,6 +120,7 @@ class Drain:
         self.spark_factory = spark
         self.connect = connect
         self.target_options = target_options
+        self.on_schema_change = on_schema_change
         self.report = report
         self.destination = instance.config.destination
         self.spark: Any = None  # the session, once this run started or used one
@@ -135,6 +138,7 @@ class Drain:
         merger = ChangeMerger(
             spark, self.destination, known_routes(self.connect, self.routes), self.target_options,
             max_rows=limits.max_rows_per_commit + limits.batch_size + 1,
+            on_schema_change=self.on_schema_change,
         )  # fmt: skip
         merger.load_marks()
         return merger

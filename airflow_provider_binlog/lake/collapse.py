@@ -52,6 +52,8 @@ class Piece:
     """The newest change folded in (its position becomes the commit's mark)."""
     ordered: dict[int, tuple[TableSchema, bool]] = field(default_factory=dict)
     """Per schema (by identity): whether its full images list its columns in order."""
+    segment: int = 0
+    """Which stretch between schema-changing DDL it belongs to (see :mod:`.pending`)."""
 
 
 def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:

@@ -171,3 +171,7 @@ class TargetTables:
                 raise
             raise type(exc)(f"{exc} (first change at {where})") from None
         self._ensured[target] = signature
+
+    def forget(self, target: str) -> None:
+        """The target's schema changed outside :meth:`ensure` (a DDL step): check it again next time."""
+        self._ensured.pop(target, None)

@@ -17,20 +17,23 @@ Per target table, for the entries of a batch not yet in the table (see :mod:`.co
 
 The columns that options add are described in :mod:`.options`.
 
-Limits: row images must be FULL for inserts and updates (``binlog_row_image=FULL``); a column added
-with a DEFAULT shows NULL in rows written before it; dropped or renamed source columns stay in the
-Iceberg table (NULL in new rows).
+DDL statements act at their place (:mod:`airflow_provider_binlog.canal.operations` classifies them,
+:mod:`.actions` runs them between pieces), or stop the run as ``on_schema_change`` says.
+
+Limits: row images must be FULL for inserts and updates (``binlog_row_image=FULL``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, OrderKey
+from airflow_provider_binlog.canal.operations import Policy
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables
@@ -87,6 +90,8 @@ class ChangeMerger:
     :param staging_root: where Parquet is staged (must be readable by executors); a temp dir if ``None``.
     :param max_rows: row images held (see :attr:`held`) before a chunk commit.
     :param parallel: targets a commit merges at once (their Spark jobs run side by side).
+    :param on_schema_change: the policy for targets whose options leave it ``None`` (see
+        :class:`TargetOptions`).
     """
 
     def __init__(
@@ -98,7 +103,10 @@ class ChangeMerger:
         staging_root: str | None = None,
         max_rows: int = 500_000,
         parallel: int = 4,
+        on_schema_change: str | Mapping[str, str] | None = None,
     ) -> None:
+        Policy.of(on_schema_change)  # a bad value fails here, not at the first DDL
+        self.on_schema_change = on_schema_change
         self.spark = spark
         self.destination = destination
         self._routes = TargetRoutes(tables)
@@ -134,6 +142,12 @@ class ChangeMerger:
         return self._routes.display(target)
 
     def options_for(self, target: str) -> TargetOptions:
+        found = self._options_for(target)
+        if found.on_schema_change is None and self.on_schema_change is not None:
+            return dataclasses.replace(found, on_schema_change=self.on_schema_change)
+        return found
+
+    def _options_for(self, target: str) -> TargetOptions:
         opts = self._options
         if opts is None:
             return TargetOptions()
@@ -281,6 +295,7 @@ class ChangeMerger:
         pending = self._pending.get(target)
         if pending is None:
             pending = Pending.new(self.options_for(target), self.marks.get(target))
+            pending.target = self._routes.display(target)
             self._pending[target] = pending
         held = pending.held
         try:

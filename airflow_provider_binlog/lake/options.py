@@ -53,6 +53,14 @@ class TargetOptions:
         MERGE inserted, updated, deleted), found by one extra key-only join of the staged keys with
         the table per merge, which costs about as much as the MERGE itself; off, they are the row
         changes as the source reported them (see :class:`TableCounts`).
+    :param on_schema_change: what a DDL statement on a source table does to this target: one of
+        ``evolve`` / ``resnapshot`` / ``fail`` for every class of operation, or a mapping from class
+        (``add_column``, ``drop_column``, ``rename_column``, ``modify_column``, ``drop_table``,
+        ``recreate_table``, ``partition``, ``rename_table``, ``unknown``) to a choice
+        (``drop_column`` also ``keep``, ``drop_table`` also ``drop``); ``None``: the merger's
+        (by default ``evolve`` where the lake can apply the operation exactly, else ``resnapshot``,
+        and ``fail`` for statements not understood). See
+        :mod:`airflow_provider_binlog.canal.operations` and the README.
     """
 
     key_columns: tuple[str, ...] = ()
@@ -64,6 +72,7 @@ class TargetOptions:
     table_properties: Mapping[str, str] = field(default_factory=dict)
     types: TypeOptions = field(default_factory=TypeOptions)
     count_changes: bool = False
+    on_schema_change: str | Mapping[str, str] | None = None
 
 
 def option_columns(opts: TargetOptions) -> list[LakeColumn]:

@@ -7,9 +7,19 @@ table's committed mark covers are skipped (an earlier attempt applied them). The
 
 * for an append-only target, the list of every entry (each change is a row);
 * otherwise a list of pieces, in order: :class:`~.collapse.Piece` (the row changes under one key,
-  folded to the last change per key) and TRUNCATE :class:`~airflow_provider_binlog.canal.change.DdlEntry`.
-  A piece ends at every TRUNCATE and wherever the key columns change. In hard-delete mode a
-  TRUNCATE drops every piece before it (it would erase them); with soft deletes they stay.
+  folded to the last change per key), TRUNCATE :class:`~airflow_provider_binlog.canal.change.DdlEntry`
+  and :class:`DdlStep` (a DDL whose lake actions run at its place, see
+  :mod:`airflow_provider_binlog.canal.operations`). A piece ends at every TRUNCATE and DDL step and
+  wherever the key columns change. In hard-delete mode a TRUNCATE drops every piece before it (it
+  would erase them; DDL steps stay); with soft deletes they stay.
+
+Each DDL step starts a new *segment*: the schemas of the row changes after it are kept apart from
+those before (:attr:`Pending.segments`), so the table takes the columns of each segment only after
+the DDL step before it ran (a renamed column is renamed, not added). A DDL whose verdict under the
+target's ``on_schema_change`` is ``resnapshot`` or ``fail`` raises
+:class:`~airflow_provider_binlog.canal.operations.SourceOperationError` (or its subclass
+:class:`~airflow_provider_binlog.canal.operations.ResnapshotNeeded`) from the fold, before anything
+after it is folded. Append-only targets keep every change as a row and only add and widen columns.
 
 :attr:`Pending.held` counts the row images held: keys per piece, TRUNCATEs, every entry of an
 append-only target. An error while folding (a partial row image, a table without a key) is kept
@@ -23,7 +33,9 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.columns import TableSchema
+from airflow_provider_binlog.canal import operations
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
+from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 from airflow_provider_binlog.lake.options import TargetOptions
@@ -32,6 +44,20 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.lake.commits import CommittedMark
 
 _ORDER = attrgetter("order_key")
+
+
+@dataclass(eq=False, slots=True)
+class DdlStep:
+    """A DDL statement whose lake actions run at its place among the pieces.
+
+    :param entry: the statement (its mark is the step's mark).
+    :param actions: what the lake does (:mod:`airflow_provider_binlog.canal.operations`).
+    :param segment: the segment it starts.
+    """
+
+    entry: DdlEntry
+    actions: tuple[operations.LakeAction, ...]
+    segment: int
 
 
 @dataclass(eq=False, slots=True)
@@ -48,8 +74,14 @@ class Pending:
     mark: CommittedMark | None
     rows: list[Entry] | None = None
     schemas: dict[int, TableSchema] = field(default_factory=dict)
-    """The table schemas of the entries taken (by identity), in the order they were met."""
-    pieces: list[Piece | DdlEntry] = field(default_factory=list)
+    """Append-only: the table schemas of the entries taken (by identity), in the order they were met."""
+    pieces: list[Piece | DdlEntry | DdlStep] = field(default_factory=list)
+    segments: list[dict[int, TableSchema]] = field(default_factory=lambda: [{}])
+    """Per segment (stretches between DDL steps), the schemas of its row changes by identity."""
+    last_schema: dict[str, TableSchema] = field(default_factory=dict)
+    """Per source table, the newest schema folded (the schema before a DDL when it carries none)."""
+    target: str = ""
+    """The target's display name (for errors)."""
     first: Entry | None = None
     last: Entry | None = None
     skipped: int = 0
@@ -86,14 +118,14 @@ class Pending:
         if self.first is None:
             self.first = entries[0]
         self.last = entries[-1]
-        schemas = self.schemas
-        seen: TableSchema | None = None
-        for e in entries:
-            schema = e.table_schema  # type: ignore[union-attr]
-            if schema is not seen and schema is not None:
-                seen = schema
-                schemas.setdefault(id(schema), schema)
         if self.rows is not None:  # append-only: every change is a row
+            schemas = self.schemas
+            seen: TableSchema | None = None
+            for e in entries:
+                schema = e.table_schema  # type: ignore[union-attr]
+                if schema is not seen and schema is not None:
+                    seen = schema
+                    schemas.setdefault(id(schema), schema)
             self.rows.extend(entries)
             self.held += len(entries)
             return
@@ -103,12 +135,20 @@ class Pending:
             self.error = exc
 
     def _fold_pieces(self, entries: list[Entry], table: str) -> None:
-        """Cut ``entries`` at TRUNCATEs and at key changes and fold the runs of row changes."""
+        """Cut ``entries`` at TRUNCATEs, DDL steps and key changes and fold the runs of row changes."""
         opts, pieces = self.opts, self.pieces
         current = pieces[-1] if pieces and isinstance(pieces[-1], Piece) else None
         run: list[RowChange] = []
+        seen: TableSchema | None = None
+        segment = len(self.segments) - 1
+        schemas = self.segments[segment]
         for e in entries:
             if type(e) is RowChange:
+                schema = e.table_schema
+                if schema is not seen and schema is not None:
+                    seen = schema
+                    schemas.setdefault(id(schema), schema)
+                    self.last_schema[e.qualified_name] = schema
                 keys = opts.key_columns or e.primary_key
                 if not keys and e.table_schema is not None:
                     keys = e.table_schema.primary_key
@@ -123,20 +163,64 @@ class Pending:
                             "or set target_options TargetOptions(key_columns=(...)) for it, or "
                             f"TargetOptions(append_only=True) (first change at {e.position})"
                         )
-                    current = Piece(tuple(keys), opts.metadata_columns)
+                    current = Piece(tuple(keys), opts.metadata_columns, segment=segment)
                     pieces.append(current)
                 run.append(e)
             elif type(e) is DdlEntry and e.kind is DdlKind.TRUNCATE:
+                if e.table_schema is not None:
+                    schemas.setdefault(id(e.table_schema), e.table_schema)
                 if run:
                     assert current is not None
                     self.held += fold(current, run, table)
                     run = []
-                if not opts.soft_delete:  # the TRUNCATE erases what came before it
+                if not opts.soft_delete:  # the TRUNCATE erases what came before it (not the DDL)
                     self.held -= sum(len(p.state) if isinstance(p, Piece) else 1 for p in pieces)
-                    pieces.clear()
+                    pieces[:] = [p for p in pieces if isinstance(p, DdlStep)]
+                    self.held += len(pieces)
                 pieces.append(e)
+                self.held += 1
+                current = None
+            elif type(e) is DdlEntry:
+                actions = self._operation(e, table)
+                if e.table_schema is not None:
+                    self.last_schema[f"{e.schema}.{e.table}"] = e.table_schema
+                if not actions:
+                    if e.table_schema is not None:
+                        schemas.setdefault(id(e.table_schema), e.table_schema)
+                    continue
+                if run:
+                    assert current is not None
+                    self.held += fold(current, run, table)
+                    run = []
+                self.segments.append({})
+                segment = len(self.segments) - 1
+                schemas = self.segments[segment]
+                seen = None
+                if e.table_schema is not None:
+                    schemas[id(e.table_schema)] = e.table_schema
+                pieces.append(DdlStep(e, actions, segment))
                 self.held += 1
                 current = None
         if run:
             assert current is not None
             self.held += fold(current, run, table)
+
+    def _operation(self, e: DdlEntry, table: str) -> tuple[operations.LakeAction, ...]:
+        """The lake actions of a DDL entry under the target's policy; raise when it stops the run.
+
+        :raises operations.SourceOperationError: the verdict is ``fail``.
+        :raises operations.ResnapshotNeeded: the verdict is ``resnapshot``.
+        """
+        source = f"{e.schema}.{e.table}"
+        before = e.previous_schema or self.last_schema.get(source)
+        policy = operations.Policy.of(self.opts.on_schema_change)
+        ops = operations.classify(parse_ddl(e.sql, e.schema), (e.schema, e.table or ""), before,
+                                  e.table_schema, policy)  # fmt: skip
+        verdict, deciding = operations.decide(ops, policy)
+        if deciding is None:
+            return ()
+        if verdict != "evolve":
+            raise operations.stop_error(
+                verdict, deciding, source, e.sql, e.position, e.destination, self.target or table
+            )
+        return tuple(a for op in ops for a in op.actions)

@@ -16,9 +16,11 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
 from airflow_provider_binlog.lake import commits, merge_sql
+from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
@@ -29,7 +31,7 @@ from airflow_provider_binlog.lake.options import (
     TableCounts,
     TargetOptions,
 )
-from airflow_provider_binlog.lake.pending import Pending
+from airflow_provider_binlog.lake.pending import DdlStep, Pending
 from airflow_provider_binlog.lake.routes import TargetRoutes
 from airflow_provider_binlog.lake.runner import Step
 from airflow_provider_binlog.lake.staging import DEFAULT_CHUNK_ROWS, StagedViews
@@ -99,6 +101,7 @@ class Statements:
         self.routes = routes
         self.tables = tables
         self.views = views
+        self.actions = DdlActions(spark, tables)
 
     def prepare(
         self, target: str, pending: Pending, end_position: BinlogPosition | None, counts: TableCounts
@@ -115,29 +118,54 @@ class Statements:
             return []
         opts = pending.opts
         display = self.routes.display(target)
-        try:
-            columns = lake_columns(pending.schemas.values(), opts, display)
-        except TypeMappingError as exc:
-            raise TypeMappingError(f"{exc} (first change at {first.position})") from None
-        # table DDL runs with the statements (a target failing there leaves the earlier ones committed)
         parts = self.routes.parts[target]
-        ensure = functools.partial(self.tables.ensure, target, parts, display, columns, opts, first.position)
-        steps: list[Step] = [(ensure, None)]
+
+        def ensure_step(schemas: Iterable[TableSchema], where: Entry) -> tuple[Step, list[LakeColumn]]:
+            try:
+                columns = lake_columns(schemas, opts, display)
+            except TypeMappingError as exc:
+                raise TypeMappingError(f"{exc} (first change at {where.position})") from None
+            ensure = functools.partial(
+                self.tables.ensure, target, parts, display, columns, opts, where.position
+            )
+            return (ensure, None), columns
+
+        # table DDL runs with the statements (a target failing there leaves the earlier ones committed)
         if pending.rows is not None:
+            step, all_columns = ensure_step(pending.schemas.values(), first)
             last = pending.rows[-1]
             done = CommittedMark(last.order_key, last.position, end_position, last.gtid, -1)
-            append = self._append(target, columns, pending.rows, end_position, counts)
+            append = self._append(target, all_columns, pending.rows, end_position, counts)
+            steps: list[Step] = [step]
             return steps if append is None else [*steps, (append, done)]
         pieces = pending.pieces
+        steps = []
+        segment, ensured = 0, -1  # the segment of the pieces, the one the table was last given
+        columns: list[LakeColumn] = []
         for i, piece in enumerate(pieces):
-            entry = piece if isinstance(piece, DdlEntry) else piece.last
+            entry = (
+                piece.last
+                if isinstance(piece, Piece)
+                else piece.entry
+                if isinstance(piece, DdlStep)
+                else piece
+            )
             assert entry is not None
             end = end_position if i == len(pieces) - 1 else None
             props = commits.mark_properties(
                 self.destination, entry.order_key, entry.position, end, entry.gtid
             )
+            if isinstance(piece, DdlStep):
+                segment = piece.segment
+            elif segment != ensured and pending.segments[segment]:
+                # the table takes this segment's columns after the DDL step before it ran
+                ensured = segment
+                step, columns = ensure_step(pending.segments[segment].values(), entry)
+                steps.append(step)
             statement: Callable[[], None] | None
-            if isinstance(piece, DdlEntry):
+            if isinstance(piece, DdlStep):
+                statement = functools.partial(self._ddl, target, piece, opts, props, counts)
+            elif isinstance(piece, DdlEntry):
                 statement = functools.partial(self._truncate, target, piece, opts, props, counts)
             else:
                 statement = self._merge_piece(target, columns, piece, opts, props, counts)
@@ -210,6 +238,12 @@ class Statements:
                 self.views.drop(view, stage_name)
 
         return run
+
+    def _ddl(
+        self, target: str, step: DdlStep, opts: TargetOptions, props: dict[str, str], counts: TableCounts
+    ) -> None:
+        self.actions.run(target, step.actions, opts, props)
+        counts.commits += 1
 
     def _truncate(
         self, target: str, entry: DdlEntry, opts: TargetOptions, props: dict[str, str], counts: TableCounts

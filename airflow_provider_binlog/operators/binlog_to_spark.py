@@ -74,6 +74,12 @@ class BinlogToSparkOperator(BaseOperator):
     :param catalog: the Iceberg catalog name used in targets.
     :param warehouse: warehouse of the default Hadoop catalog (default ``$BINLOG_CDC_WAREHOUSE``).
     :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param on_schema_change: what a DDL statement on a source table does to its lake table:
+        ``evolve`` / ``resnapshot`` / ``fail`` for every class of operation, or a mapping from class
+        (``add_column``, ``drop_column``, ``rename_column``, ``modify_column``, ``drop_table``,
+        ``recreate_table``, ``partition``, ``rename_table``, ``unknown``) to one of them; ``None``:
+        the defaults (see the README, "Source operations and the lake"). A target's
+        ``TargetOptions(on_schema_change=...)`` wins over it.
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
         rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
@@ -114,6 +120,7 @@ class BinlogToSparkOperator(BaseOperator):
         catalog: str = "lake",
         warehouse: str | None = None,
         target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
+        on_schema_change: str | Mapping[str, str] | None = None,
         stop_spark: bool = True,
         snapshot: str = "never",
         snapshot_chunk_size: int = 50_000,
@@ -142,6 +149,10 @@ class BinlogToSparkOperator(BaseOperator):
         self.catalog = catalog
         self.warehouse = warehouse
         self.target_options = target_options
+        from airflow_provider_binlog.canal.operations import Policy
+
+        Policy.of(on_schema_change)  # a bad value fails when the DAG is parsed
+        self.on_schema_change = on_schema_change
         self.stop_spark = stop_spark
         if snapshot not in SNAPSHOT_MODES:
             raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {snapshot!r}")
@@ -218,7 +229,8 @@ class BinlogToSparkOperator(BaseOperator):
             self._instance = instance
             drain = Drain(
                 instance, routes, settings, spark=self._spark, connect=hook.source_connection,
-                target_options=self.target_options, report=self._report,
+                target_options=self.target_options, on_schema_change=self.on_schema_change,
+                report=self._report,
             )  # fmt: skip
             return drain.run(stop_at)
         finally:
