@@ -1,7 +1,8 @@
 """The change model: what the instance hands to consumers, in the server's commit order.
 
 Entries are :class:`RowChange` (one row of a row event), :class:`DdlEntry` (DDL or TRUNCATE) and
-:class:`TransactionEnd` (the XID or COMMIT that closes a transaction; an ack point).
+:class:`TransactionEnd` (the XID or COMMIT that closes a transaction; an ack point unless an XA
+transaction prepared before it is still unresolved).
 Every entry has an :class:`OrderKey` that sorts entries exactly as the server committed them.
 """
 
@@ -91,6 +92,8 @@ class DdlEntry:
     :param gtid_set: the executed GTID set / MariaDB GTID position after this statement, when known.
     :param ends_statement: ``False`` for all but the last entry of a statement about several
         tables (``DROP TABLE a, b``); only the last one is an ack point.
+    :param durable: ``False`` while an XA transaction prepared before it is unresolved: the cursor
+        may not move here, or a restart would miss that transaction (see :mod:`.convert`).
     :param previous_schema: the table's columns just before the statement, when known (``None``
         also when the table did not exist).
     """
@@ -109,6 +112,7 @@ class DdlEntry:
     server_id: int = 0
     gtid_set: str | None = None
     ends_statement: bool = True
+    durable: bool = True
     previous_schema: TableSchema | None = None
 
 
@@ -117,6 +121,8 @@ class TransactionEnd:
     """The XID or COMMIT that closes a transaction: the place a cursor may point to.
 
     :param gtid_set: the executed GTID set / MariaDB GTID position after this transaction, when known.
+    :param durable: ``False`` while an XA transaction prepared before it is unresolved: the cursor
+        may not move here, or a restart would miss that transaction (see :mod:`.convert`).
     """
 
     destination: str
@@ -127,6 +133,7 @@ class TransactionEnd:
     order_key: OrderKey
     server_id: int = 0
     gtid_set: str | None = None
+    durable: bool = True
 
 
 Entry = RowChange | DdlEntry | TransactionEnd

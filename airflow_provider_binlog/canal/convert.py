@@ -12,21 +12,70 @@ a test collects them). It needs no server: feeding it decoded events is enough.
   for ``idle_end_interval`` seconds (so the cursor keeps moving on a busy source whose changes are
   all filtered out) and at the end of the stream (:meth:`EntryConverter.finish`).
 * After every complete transaction ``progress(event)`` is called: a reconnect may resume after it.
+* **Statement-format DML** (a QUERY or EXECUTE_LOAD_QUERY event whose statement writes rows,
+  :mod:`.statement`) on a routed table raises :class:`~.errors.StatementDmlError` before anything
+  of its transaction ends: the binlog holds no rows for it. On tables that are not routed, and in
+  the ``mysql`` schema, it is ignored. ``statement_covered`` may declare a table's statement
+  already in the lake (a re-snapshot taken after it).
+
+XA transactions
+---------------
+What the server writes (MariaDB 10.11, read with the parser; MySQL 8 writes the same groups with
+``XA START`` as a QUERY event where MariaDB flags the GTID event)::
+
+    XA START..END; XA PREPARE   GTID(FL_PREPARED_XA, xid) rows.. QUERY "XA END X'..',X'..',n" XA_PREPARE
+    XA COMMIT                    GTID(FL_STANDALONE|FL_COMPLETED_XA, xid) QUERY "XA COMMIT X'..',X'..',n"
+    XA ROLLBACK (prepared)       GTID(FL_STANDALONE|FL_COMPLETED_XA, xid) QUERY "XA ROLLBACK X'..',X'..',n"
+    XA ROLLBACK (not prepared)   nothing
+    XA COMMIT .. ONE PHASE       MariaDB: GTID rows.. XID (an ordinary transaction)
+                                 MySQL: GTID QUERY "XA START" rows.. "XA END" XA_PREPARE(one_phase=1)
+
+So the rows come at the PREPARE, and the decision later, any number of transactions after it
+(even in a later run). The converter therefore:
+
+* holds the rows of an XA group back (in memory) and, at its XA_PREPARE, keeps them by XID;
+* at ``XA COMMIT`` hands them out **as changes at the commit's place**: position and order key of
+  the ``XA COMMIT`` event (row index counting through the transaction's rows). That is where they
+  become visible on the source, and they cannot conflict with what committed in between (the
+  prepared transaction holds its row locks until then). It also keeps the lake's exactly-once
+  marks right: those skip what sorts at or before a table's mark, and other transactions' changes
+  merged between PREPARE and COMMIT have moved the marks past the PREPARE;
+* at ``XA ROLLBACK`` drops them; a one-phase commit is an ordinary commit;
+* while any prepared XA transaction is unresolved, marks every transaction end and DDL entry it
+  emits ``durable=False``: the store never makes them ack points (:mod:`.store`).
+
+Why the cursor then never passes the oldest unresolved PREPARE: the cursor only moves to a batch's
+ack point, and only durable entries are ack points. A durable entry is emitted only when no
+PREPARE read so far is unresolved; every PREPARE before it was resolved before it. So every cursor
+lies before the oldest PREPARE unresolved at that cursor's place, and a restart (which resumes at
+the cursor; a re-read after a rollback too, with a fresh converter) reads that PREPARE's rows
+again before its COMMIT. A drain that stops at a stop point with a transaction still prepared
+ends with its cursor before that PREPARE: the rows are not applied, and the next run applies them
+exactly once, at the COMMIT (transactions between PREPARE and cursor-to-be are read again and
+skipped by the lake's marks). A reconnect within a run resumes after the last transaction and
+keeps the converter, prepared rows included.
+
+Limits: prepared rows are held in memory (XA transactions are usually small); a binlog purged past
+an unresolved PREPARE makes the cursor's file unreadable (a :class:`~.errors.PurgedPositionError`
+then says so); an ``XA COMMIT`` whose PREPARE lies before the destination's first start point
+(prepared before the destination existed) cannot be followed: it is logged as a warning naming the
+XID and position.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.event import Event, UnknownEvent
-from airflow_provider_binlog.binlog.events import RotateEvent
+from airflow_provider_binlog.binlog.events import RotateEvent, XaPrepareEvent
 from airflow_provider_binlog.binlog.events_gtid import GtidEvent
-from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, MariadbGtidEvent
-from airflow_provider_binlog.binlog.events_query import QueryEvent
+from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, MariadbGtidEvent, MariadbGtidFlag
+from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.binlog.rows import RowsEvent
@@ -40,9 +89,10 @@ from airflow_provider_binlog.canal.change import (
     TransactionEnd,
 )
 from airflow_provider_binlog.canal.ddl import parse_ddl
-from airflow_provider_binlog.canal.errors import SchemaMismatchError
+from airflow_provider_binlog.canal.errors import SchemaMismatchError, StatementDmlError, XaError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
+from airflow_provider_binlog.canal.statement import dml_tables
 from airflow_provider_binlog.canal.store import row_size
 from airflow_provider_binlog.canal.unreadable import FileGapCheck, check_rotate, skip_unknown
 from airflow_provider_binlog.errors import ConfigurationError
@@ -58,6 +108,18 @@ Sink = Callable[[list[Entry], "int | None"], None]
 (the rows of one event), ``None`` to let the store estimate."""
 
 
+XaId = tuple[int, bytes, bytes]
+"""An XA transaction's id: format id, gtrid, bqual."""
+
+_FL_PREPARED_XA = int(MariadbGtidFlag.FL_PREPARED_XA)
+_FL_COMPLETED_XA = int(MariadbGtidFlag.FL_COMPLETED_XA)
+_XID_TEXT = re.compile(r"X'([0-9A-Fa-f]*)'\s*,\s*X'([0-9A-Fa-f]*)'\s*,\s*(\d+)")
+_SYSTEM_SCHEMAS = {"mysql"}
+StatementCovered = Callable[[str, str, BinlogPosition], bool]
+"""``covered(schema, table, position)``: the lake's copy of the table was taken after the statement
+at ``position`` (a re-snapshot), so the statement is in it already."""
+
+
 @dataclass
 class _Txn:
     gtid: str | None = None
@@ -65,6 +127,22 @@ class _Txn:
     start: BinlogPosition | None = None  # where the open transaction began
     has_rows: bool = False
     commit_ts: int = 0
+    xa: XaId | None = None  # an XA transaction's group: its rows are held back
+    xa_rows: list[RowChange] | None = None
+    completes: XaId | None = None  # the XA transaction an XA COMMIT/ROLLBACK group resolves
+
+
+def _xid_of(sql: str) -> XaId | None:
+    """The XID in a statement as the server logs it (``XA COMMIT X'61',X'',1``)."""
+    m = _XID_TEXT.search(sql)
+    if m is None:
+        return None
+    return int(m.group(3)), bytes.fromhex(m.group(1)), bytes.fromhex(m.group(2))
+
+
+def xid_text(xid: XaId) -> str:
+    """An XID as the server writes it (``X'61',X'',1``)."""
+    return f"X'{xid[1].hex()}',X'{xid[2].hex()}',{xid[0]}"
 
 
 def _no_progress(event: Event) -> None:
@@ -82,6 +160,7 @@ class EntryConverter:
     :param idle_end_interval: seconds after which a filtered-out transaction's end is emitted anyway.
     :param gtid_position: the GTID position before the first event fed.
     :param clock: a monotonic clock (for the idle end).
+    :param statement_covered: see :data:`StatementCovered` (``None``: no table is).
     """
 
     def __init__(
@@ -94,6 +173,7 @@ class EntryConverter:
         idle_end_interval: float = 1.0,
         gtid_position: GtidPosition | None = None,
         clock: Callable[[], float] = time.monotonic,
+        statement_covered: StatementCovered | None = None,
     ) -> None:
         self.destination = destination
         self.filter = filter
@@ -103,6 +183,7 @@ class EntryConverter:
         self.idle_end_interval = idle_end_interval
         self.gtid_position = gtid_position
         self.clock = clock
+        self.statement_covered = statement_covered
         self.caught_up = False  # a heartbeat came: the reader waits at the server's head
         self.last_event_ts = 0  # header timestamp of the last event read
         self._txn = _Txn()
@@ -110,6 +191,7 @@ class EntryConverter:
         self._last_emit = 0.0
         self._unknown_warned: set[int] = set()
         self._gaps = FileGapCheck()
+        self._prepared: dict[XaId, list[RowChange]] = {}  # unresolved XA PREPAREs, oldest first
 
     # ------------------------------------------------------------------ stream boundaries
 
@@ -120,9 +202,16 @@ class EntryConverter:
         self._gaps = FileGapCheck()
 
     def reset(self, gtid_position: GtidPosition | None) -> None:
-        """Reading restarts from the durable cursor: forget everything read after it."""
+        """Reading restarts from the durable cursor: forget everything read after it (prepared XA
+        transactions included: they lie after the cursor and are read again)."""
         self.begin_stream()
+        self._prepared = {}
         self.gtid_position = gtid_position
+
+    @property
+    def prepared(self) -> tuple[XaId, ...]:
+        """The XA transactions prepared and not resolved yet, oldest first."""
+        return tuple(self._prepared)
 
     def finish(self) -> None:
         """The dump reached its stop position: emit a held transaction end."""
@@ -162,10 +251,20 @@ class EntryConverter:
             self._gaps.gtid(body)
             txn.has_rows = False
             txn.commit_ts = 0
+            if body.flags & (_FL_PREPARED_XA | _FL_COMPLETED_XA) and body.xa_format_id is not None:
+                xid = (body.xa_format_id, body.xa_gtrid or b"", body.xa_bqual or b"")
+                if body.flags & _FL_PREPARED_XA:
+                    txn.xa, txn.xa_rows = xid, []
+                else:
+                    txn.completes = xid
         elif isinstance(body, QueryEvent):
             self._query(event, body)
-        elif code in (EventType.XID_EVENT, EventType.XA_PREPARE_LOG_EVENT):
+        elif code == EventType.XID_EVENT:
             self._end(event)
+        elif isinstance(body, XaPrepareEvent):
+            self._xa_prepare(event, body)
+        elif isinstance(body, ExecuteLoadQueryEvent):
+            self._statement_dml(event, body.query)
         elif isinstance(body, RotateEvent):
             check_rotate(event, body, txn.start if txn.open else None)
         elif isinstance(body, UnknownEvent):
@@ -193,7 +292,7 @@ class EntryConverter:
         pidx = event.payload_index if event.payload_index is not None else -1
         return OrderKey(file_number(event.file), event.pos, pidx, row)
 
-    def _end(self, event: Event) -> None:
+    def _end(self, event: Event, row_index: int = 0) -> None:
         txn = self._txn
         gtid_set = self._advance_gtid()
         entry = TransactionEnd(
@@ -202,13 +301,85 @@ class EntryConverter:
             end_position=event.end_position,
             gtid=txn.gtid,
             timestamp=txn.commit_ts or event.header.timestamp,
-            order_key=self._key(event, 0),
+            order_key=self._key(event, row_index),
             server_id=event.header.server_id,
             gtid_set=gtid_set,
+            durable=not self._prepared,
         )
         self._txn = _Txn()
         self.progress(event)
         self._close(entry, txn.has_rows)
+
+    # ------------------------------------------------------------------ XA (see the module docstring)
+
+    def _xa_prepare(self, event: Event, body: XaPrepareEvent) -> None:
+        txn = self._txn
+        xid = (body.format_id, body.gtrid, body.bqual)
+        if txn.xa_rows is None and txn.has_rows:
+            raise XaError(
+                f"XA transaction {xid_text(xid)} prepared at {event.position}: its rows were handed out "
+                "before it was recognised as an XA transaction (no XA flag on its GTID event and no "
+                "XA START); it cannot be followed safely"
+            )
+        rows = txn.xa_rows or []
+        if body.one_phase:  # MySQL's XA COMMIT .. ONE PHASE: committed here, rows in their place
+            txn.has_rows = bool(rows)
+            if rows:
+                self._emit(list(rows))
+            self._end(event)
+            return
+        self._advance_gtid()
+        self._prepared.pop(xid, None)
+        self._prepared[xid] = rows
+        self._txn = _Txn()
+        self.progress(event)
+
+    def _xa_resolve(self, event: Event, sql: str, commit: bool) -> None:
+        """``XA COMMIT`` / ``XA ROLLBACK`` of a prepared transaction (its group's last event)."""
+        txn = self._txn
+        xid = txn.completes or _xid_of(sql)
+        rows = self._prepared.pop(xid, None) if xid is not None else None
+        if rows is None:
+            if txn.xa_rows is not None and xid == txn.xa:  # XA COMMIT .. ONE PHASE as a statement
+                rows = txn.xa_rows
+            else:
+                log.warning(
+                    "destination %s: %s of XA transaction %s at %s, whose PREPARE was not read (it lies "
+                    "before this destination's first start point): its rows, if any were routed, "
+                    "are not followed",
+                    self.destination, "XA COMMIT" if commit else "XA ROLLBACK",
+                    xid_text(xid) if xid else "?", event.position,
+                )  # fmt: skip
+                rows = []
+        if not commit:
+            rows = []
+        fn = file_number(event.file)
+        pidx = event.payload_index if event.payload_index is not None else -1
+        pos, end, ts = event.position, event.end_position, event.header.timestamp
+        out: list[Entry] = []
+        for i, r in enumerate(rows):
+            key = OrderKey(fn, event.pos, pidx, i)
+            out.append(
+                RowChange(
+                    r.destination,
+                    r.schema,
+                    r.table,
+                    r.op,
+                    r.before,
+                    r.after,
+                    r.primary_key,
+                    pos,
+                    end,
+                    txn.gtid,
+                    ts,
+                    key,
+                    r.table_schema,
+                )
+            )
+        if out:
+            self._emit(out)
+        txn.has_rows = bool(out)
+        self._end(event, len(out))
 
     def _close(self, end: TransactionEnd, had_rows: bool) -> None:
         """Emit a transaction's end now, or hold it while nothing routed was emitted lately."""
@@ -222,17 +393,28 @@ class EntryConverter:
         sql = body.sql.strip()
         upper = sql[:16].upper()
         txn = self._txn
-        if upper == "BEGIN" or upper.startswith("XA "):
+        if upper == "BEGIN":
             txn.open = True
-            # XA COMMIT/ROLLBACK of a prepared transaction end their group without an XID after them
-            done = upper.startswith(("XA COMMIT", "XA ROLLBACK"))
-            txn.start = None if done else txn.start or event.position
+            txn.start = txn.start or event.position
+            return
+        if upper.startswith("XA "):
+            verb = [*upper.split(), "", ""][1]
+            if verb in ("COMMIT", "ROLLBACK"):
+                # the group of an XA COMMIT/ROLLBACK of a prepared transaction ends here, no XID after
+                # it (or a one-phase commit logged as a statement: its rows are the group's own)
+                self._xa_resolve(event, sql, verb == "COMMIT")
+                return
+            txn.open = True
+            txn.start = txn.start or event.position
+            if verb in ("START", "BEGIN") and txn.xa is None:  # MySQL: the group is an XA one
+                txn.xa, txn.xa_rows = _xid_of(sql) or (0, b"", b""), []
             return
         if upper.startswith("COMMIT") or upper.startswith("ROLLBACK"):
             self._end(event)
             return
         stmt = parse_ddl(sql, body.schema)
         if stmt is None:
+            self._statement_dml(event, body)
             if not txn.open:  # a statement-format or standalone statement outside a transaction
                 self._end(event)
             return
@@ -273,6 +455,7 @@ class EntryConverter:
                     server_id=event.header.server_id,
                     gtid_set=gtid_set,
                     ends_statement=i == len(targets) - 1,
+                    durable=not self._prepared,
                     previous_schema=prev,
                 )
             )
@@ -285,8 +468,25 @@ class EntryConverter:
             end = TransactionEnd(
                 self.destination, event.position, event.end_position, txn.gtid,
                 event.header.timestamp, self._key(event, 0), event.header.server_id, gtid_set,
+                durable=not self._prepared,
             )  # fmt: skip
             self._close(end, False)
+
+    def _statement_dml(self, event: Event, body: QueryEvent) -> None:
+        """Raise :class:`StatementDmlError` for a statement writing rows of a routed table."""
+        tables = dml_tables(body.sql, body.schema)
+        if tables is None:
+            return
+        flt = self.filter
+        if not tables:  # DML whose tables could not be named: stop if anything could be routed
+            raise StatementDmlError("(a table of this statement)", body.sql, str(event.position))
+        for schema, table in tables:
+            if schema.lower() in _SYSTEM_SCHEMAS or not flt.matches(schema, table):
+                continue
+            covered = self.statement_covered
+            if covered is not None and covered(schema, table, event.position):
+                continue
+            raise StatementDmlError(f"{schema}.{table}", body.sql, str(event.position))
 
     def _rows(self, event: Event, body: RowsEvent) -> None:
         tm = body.table_map
@@ -337,6 +537,9 @@ class EntryConverter:
                 )
             )
         if not out:
+            return
+        if txn.xa_rows is not None:  # an XA transaction's rows wait for its XA COMMIT
+            txn.xa_rows.extend(out)  # type: ignore[arg-type]
             return
         first = out[0]
         assert isinstance(first, RowChange)

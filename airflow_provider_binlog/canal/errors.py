@@ -95,3 +95,38 @@ class UnreadableBinlogError(CanalError):
         self.position = position
         self.event_type = event_type
         super().__init__(message)
+
+
+class StatementDmlError(CanalError):
+    """Rows of a routed table were changed by a statement logged in statement format
+    (``binlog_format=STATEMENT`` or ``MIXED`` in some session, ``LOAD DATA`` in statement form): the
+    binlog holds the statement, not the rows, so the lake cannot follow. Reading stops before it,
+    so no cursor moves past it.
+
+    :param table: ``schema.table`` the statement writes (the first routed one).
+    :param statement: the statement text (kept whole here; the message shows its start only).
+    :param position: ``file:pos`` of the event holding it.
+    """
+
+    def __init__(self, table: str, statement: str, position: str) -> None:
+        self.table = table
+        self.statement = statement
+        self.position = position
+        shown = " ".join(statement.split())
+        if len(shown) > 160:
+            shown = shown[:160] + "..."
+        super().__init__(
+            f"{table} was changed by a statement logged in statement format at {position}: {shown!r}. "
+            "The binlog holds no row images for it, so the lake cannot apply it; nothing at or after "
+            f"{position} was applied and the cursor stays before it. Remedy: make the source log rows "
+            "(SET GLOBAL binlog_format=ROW, and SET SESSION binlog_format=ROW in the sessions or "
+            "applications that set STATEMENT or MIXED), then re-snapshot the table at a binlog point "
+            f"after {position}: with a table re-snapshot (binlog-cdc resnapshot) where available, "
+            "or by loading the tables again under a new destination "
+            '(destination=<new name>, snapshot="initial").'
+        )
+
+
+class XaError(CanalError):
+    """An XA transaction cannot be followed (e.g. its rows were handed out before its PREPARE was
+    recognised as one)."""

@@ -65,7 +65,7 @@ from airflow_provider_binlog.canal.change import (
     Op,
     TransactionEnd,
 )
-from airflow_provider_binlog.canal.convert import EntryConverter
+from airflow_provider_binlog.canal.convert import EntryConverter, StatementCovered
 from airflow_provider_binlog.canal.errors import (
     BatchOrderError,
     CanalError,
@@ -156,6 +156,9 @@ class CanalInstance:
     :param client: a replication client (default: one built from ``config.source``).
     :param connect: a connection factory for ``information_schema`` (default: ``config.source``'s
         user; ``None`` disables lookups).
+    :param statement_covered: for a routed table written by a statement in statement format: whether
+        the lake's copy of the table was taken after it (see :data:`.convert.StatementCovered`);
+        ``None``: never, so such a statement stops reading with a :class:`~.errors.StatementDmlError`.
     """
 
     def __init__(
@@ -165,12 +168,14 @@ class CanalInstance:
         running: Any | None = None,
         client: ReplicationClient | None = None,
         connect: Callable[[], Any] | bool | None = True,
+        statement_covered: StatementCovered | None = None,
     ) -> None:
         self.config = config
         self.meta = meta
         self.running = running
         self.client = client or ReplicationClient(config.source)
         self.identity = config.identity
+        self.statement_covered = statement_covered
         if running is not None:
             meta.attach_fence(self.identity, running)  # cursor and mark writes carry its epoch
         if connect is True:
@@ -328,6 +333,7 @@ class CanalInstance:
         converter = EntryConverter(
             cfg.destination, cfg.filter, lambda entries, size: None, self.history,
             idle_end_interval=cfg.idle_end_interval, gtid_position=self._gtid_start,
+            statement_covered=self.statement_covered,
         )  # fmt: skip
         self.reader = BinlogReader(
             cfg.destination, self.client, self.store, cfg.filter, self.history, converter,

@@ -22,7 +22,8 @@ Three sequence cursors, ``put >= get >= ack``, count entries since the store was
 Ack points and transactions larger than the buffer
 --------------------------------------------------
 A batch's **ack point** is its last :class:`TransactionEnd` or :class:`DdlEntry` (the last entry
-of its statement, for a DDL about several tables); only an ack
+of its statement, for a DDL about several tables) that is ``durable`` (not behind an unresolved
+XA PREPARE, see :mod:`.convert`); only an ack
 point may become the durable cursor, so a cursor never points into a transaction. A batch that
 lies wholly inside a transaction has no ack point.
 
@@ -328,7 +329,11 @@ class EventStore:
                 size = sum(sizes[first:]) + sum(sizes[: n - (cap - first)])
             ack_point: TransactionEnd | DdlEntry | None = None
             for entry in reversed(entries):
-                if type(entry) is TransactionEnd or (type(entry) is DdlEntry and entry.ends_statement):
+                if type(entry) is TransactionEnd:
+                    if entry.durable:
+                        ack_point = entry
+                        break
+                elif type(entry) is DdlEntry and entry.ends_statement and entry.durable:
                     ack_point = entry
                     break
             batch = Batch(self._next_batch_id, entries, start, start + n, ack_point, size)  # type: ignore[arg-type]
