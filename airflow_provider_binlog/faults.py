@@ -5,8 +5,8 @@ Off unless ``BINLOG_CDC_FAILPOINTS`` is set to rules, comma-separated, each ``na
 * ``after_commit=kill`` (``@1``: the first hit), ``before_commit=raise@2`` (the second hit);
 * ``drain=kill@3+1.5``: the third hit starts a timer that SIGKILLs the process 1.5 s later,
   wherever it is then (reading, starting Spark, inside a MERGE, writing an ack); with
-  ``after_ack=kill@2`` beside it, the kill lands at whichever comes first, so it is certain to
-  land inside a run that makes two ``after_ack`` hits.
+  ``after_ack=kill@2`` beside it, whichever comes first kills, so a run that reaches its second
+  ``after_ack`` is certain to be killed while it works.
 
 Actions: ``kill`` (SIGKILL this process: a crash with no cleanup) and ``raise`` (raise
 :class:`InjectedFault`). A kill first writes one line starting with :data:`KILL_MARK` to stderr,
