@@ -1,8 +1,9 @@
 """The change model: what the instance hands to consumers, in the server's commit order.
 
-Entries are :class:`RowChange` (one row of a row event), :class:`DdlEntry` (DDL or TRUNCATE) and
-:class:`TransactionEnd` (the XID or COMMIT that closes a transaction; an ack point unless an XA
-transaction prepared before it is still unresolved).
+Entries are :class:`RowChange` (one row of a row event), :class:`DdlEntry` (DDL or TRUNCATE, or a
+row-changing statement logged in statement format) and :class:`TransactionEnd` (the XID or COMMIT
+that closes a transaction; an ack point unless an XA transaction prepared before it is still
+unresolved).
 Every entry has an :class:`OrderKey` that sorts entries exactly as the server committed them.
 """
 
@@ -77,13 +78,23 @@ class RowChange:
 
 
 class DdlKind(str, enum.Enum):
+    """What a :class:`DdlEntry` holds.
+
+    ``STATEMENT_DML``: an INSERT/UPDATE/DELETE/REPLACE/LOAD DATA logged as a statement
+    (``binlog_format=STATEMENT`` or ``MIXED``) that writes the routed table: the binlog holds the
+    statement, not its rows. It sits inside its transaction (``ends_statement=False``: never an ack
+    point; the transaction's end follows it) and carries no schema.
+    """
+
     DDL = "ddl"
     TRUNCATE = "truncate"
+    STATEMENT_DML = "statement_dml"
 
 
 @dataclass(frozen=True, slots=True)
 class DdlEntry:
     """A DDL statement (or TRUNCATE) in the stream; it ends its own transaction and is an ack point.
+    Also a statement-format DML (:attr:`DdlKind.STATEMENT_DML`), which is neither.
 
     :param table: the table it affects, ``None`` when not about one table (e.g. CREATE DATABASE).
     :param sql: the statement text as logged.

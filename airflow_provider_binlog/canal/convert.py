@@ -13,10 +13,14 @@ a test collects them). It needs no server: feeding it decoded events is enough.
   all filtered out) and at the end of the stream (:meth:`EntryConverter.finish`).
 * After every complete transaction ``progress(event)`` is called: a reconnect may resume after it.
 * **Statement-format DML** (a QUERY or EXECUTE_LOAD_QUERY event whose statement writes rows,
-  :mod:`.statement`) on a routed table raises :class:`~.errors.StatementDmlError` before anything
-  of its transaction ends: the binlog holds no rows for it. On tables that are not routed, and in
-  the ``mysql`` schema, it is ignored. ``statement_covered`` may declare a table's statement
-  already in the lake (a re-snapshot taken after it).
+  :mod:`.statement`) on a routed table becomes a :class:`~.change.DdlEntry` of kind
+  ``STATEMENT_DML`` per routed table it writes, at its place inside its transaction (never an ack
+  point: the transaction's end follows it). The binlog holds no rows for it, so the consumer
+  decides: the lake's fold stops the run or re-snapshots the table (class ``statement_dml`` of
+  ``on_schema_change``, :mod:`.operations`), and skips it like any other change its mark covers
+  (after a re-snapshot taken past it). Inside an XA transaction it is held and released with the
+  rows. On tables that are not routed, and in the ``mysql`` schema, it is ignored; a DML statement
+  whose tables cannot be named raises :class:`~.errors.StatementDmlError`.
 
 XA transactions
 ---------------
@@ -33,7 +37,8 @@ What the server writes (MariaDB 10.11, read with the parser; MySQL 8 writes the 
 So the rows come at the PREPARE, and the decision later, any number of transactions after it
 (even in a later run). The converter therefore:
 
-* holds the rows of an XA group back (in memory) and, at its XA_PREPARE, keeps them by XID;
+* holds the rows (and statement-format DML entries) of an XA group back (in memory) and, at its
+  XA_PREPARE, keeps them by XID;
 * at ``XA COMMIT`` hands them out **as changes at the commit's place**: position and order key of
   the ``XA COMMIT`` event (row index counting through the transaction's rows). That is where they
   become visible on the source, and they cannot conflict with what committed in between (the
@@ -68,7 +73,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.event import Event, UnknownEvent
@@ -92,7 +97,7 @@ from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.errors import SchemaMismatchError, StatementDmlError, XaError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.canal.statement import dml_tables
+from airflow_provider_binlog.canal.statement import routed_dml
 from airflow_provider_binlog.canal.store import row_size
 from airflow_provider_binlog.canal.unreadable import FileGapCheck, check_rotate, skip_unknown
 from airflow_provider_binlog.errors import ConfigurationError
@@ -114,10 +119,8 @@ XaId = tuple[int, bytes, bytes]
 _FL_PREPARED_XA = int(MariadbGtidFlag.FL_PREPARED_XA)
 _FL_COMPLETED_XA = int(MariadbGtidFlag.FL_COMPLETED_XA)
 _XID_TEXT = re.compile(r"X'([0-9A-Fa-f]*)'\s*,\s*X'([0-9A-Fa-f]*)'\s*,\s*(\d+)")
-_SYSTEM_SCHEMAS = {"mysql"}
-StatementCovered = Callable[[str, str, BinlogPosition], bool]
-"""``covered(schema, table, position)``: the lake's copy of the table was taken after the statement
-at ``position`` (a re-snapshot), so the statement is in it already."""
+Held = RowChange | DdlEntry
+"""What an XA transaction holds until its XA COMMIT: row changes and statement-format DML entries."""
 
 
 @dataclass
@@ -128,7 +131,7 @@ class _Txn:
     has_rows: bool = False
     commit_ts: int = 0
     xa: XaId | None = None  # an XA transaction's group: its rows are held back
-    xa_rows: list[RowChange] | None = None
+    xa_rows: list[Held] | None = None
     completes: XaId | None = None  # the XA transaction an XA COMMIT/ROLLBACK group resolves
 
 
@@ -160,7 +163,6 @@ class EntryConverter:
     :param idle_end_interval: seconds after which a filtered-out transaction's end is emitted anyway.
     :param gtid_position: the GTID position before the first event fed.
     :param clock: a monotonic clock (for the idle end).
-    :param statement_covered: see :data:`StatementCovered` (``None``: no table is).
     """
 
     def __init__(
@@ -173,7 +175,6 @@ class EntryConverter:
         idle_end_interval: float = 1.0,
         gtid_position: GtidPosition | None = None,
         clock: Callable[[], float] = time.monotonic,
-        statement_covered: StatementCovered | None = None,
     ) -> None:
         self.destination = destination
         self.filter = filter
@@ -183,7 +184,6 @@ class EntryConverter:
         self.idle_end_interval = idle_end_interval
         self.gtid_position = gtid_position
         self.clock = clock
-        self.statement_covered = statement_covered
         self.caught_up = False  # a heartbeat came: the reader waits at the server's head
         self.last_event_ts = 0  # header timestamp of the last event read
         self._txn = _Txn()
@@ -191,7 +191,7 @@ class EntryConverter:
         self._last_emit = 0.0
         self._unknown_warned: set[int] = set()
         self._gaps = FileGapCheck()
-        self._prepared: dict[XaId, list[RowChange]] = {}  # unresolved XA PREPAREs, oldest first
+        self._prepared: dict[XaId, list[Held]] = {}  # unresolved XA PREPAREs, oldest first
 
     # ------------------------------------------------------------------ stream boundaries
 
@@ -264,7 +264,9 @@ class EntryConverter:
         elif isinstance(body, XaPrepareEvent):
             self._xa_prepare(event, body)
         elif isinstance(body, ExecuteLoadQueryEvent):
-            self._statement_dml(event, body.query)
+            n = self._statement_dml(event, body.query)
+            if not txn.open:
+                self._end(event, n)
         elif isinstance(body, RotateEvent):
             check_rotate(event, body, txn.start if txn.open else None)
         elif isinstance(body, UnknownEvent):
@@ -357,8 +359,16 @@ class EntryConverter:
         pidx = event.payload_index if event.payload_index is not None else -1
         pos, end, ts = event.position, event.end_position, event.header.timestamp
         out: list[Entry] = []
+        durable = not self._prepared
         for i, r in enumerate(rows):
             key = OrderKey(fn, event.pos, pidx, i)
+            if type(r) is DdlEntry:  # a statement-format DML: at the commit's place too
+                out.append(
+                    replace(r, position=pos, end_position=end, gtid=txn.gtid, timestamp=ts, order_key=key,
+                            durable=durable)
+                )  # fmt: skip
+                continue
+            assert type(r) is RowChange
             out.append(
                 RowChange(
                     r.destination,
@@ -414,9 +424,9 @@ class EntryConverter:
             return
         stmt = parse_ddl(sql, body.schema)
         if stmt is None:
-            self._statement_dml(event, body)
+            n = self._statement_dml(event, body)
             if not txn.open:  # a statement-format or standalone statement outside a transaction
-                self._end(event)
+                self._end(event, n)  # its end sorts after the entries of the statement
             return
         flt = self.filter
         names = [*stmt.tables, *(new for _, new in stmt.renames)]
@@ -472,21 +482,43 @@ class EntryConverter:
             )  # fmt: skip
             self._close(end, False)
 
-    def _statement_dml(self, event: Event, body: QueryEvent) -> None:
-        """Raise :class:`StatementDmlError` for a statement writing rows of a routed table."""
-        tables = dml_tables(body.sql, body.schema)
-        if tables is None:
-            return
-        flt = self.filter
-        if not tables:  # DML whose tables could not be named: stop if anything could be routed
+    def _statement_dml(self, event: Event, body: QueryEvent) -> int:
+        """A statement writing rows (statement format): one ``STATEMENT_DML`` entry per routed table
+        it writes, in its transaction (held with the rows in an XA transaction); nothing for other
+        tables. Returns how many entries it made.
+
+        :raises StatementDmlError: a DML statement whose tables cannot be named.
+        """
+        routed = routed_dml(body.sql, body.schema, self.filter.matches)
+        if routed is None:
+            return 0
+        if not routed:  # DML whose tables could not be named: stop, it may write a routed one
             raise StatementDmlError("(a table of this statement)", body.sql, str(event.position))
-        for schema, table in tables:
-            if schema.lower() in _SYSTEM_SCHEMAS or not flt.matches(schema, table):
-                continue
-            covered = self.statement_covered
-            if covered is not None and covered(schema, table, event.position):
-                continue
-            raise StatementDmlError(f"{schema}.{table}", body.sql, str(event.position))
+        txn = self._txn
+        entries: list[Held] = [
+            DdlEntry(
+                destination=self.destination,
+                schema=schema,
+                table=table,
+                kind=DdlKind.STATEMENT_DML,
+                sql=body.sql,
+                position=event.position,
+                end_position=event.end_position,
+                gtid=txn.gtid,
+                timestamp=txn.commit_ts or event.header.timestamp,
+                order_key=self._key(event, i),
+                server_id=event.header.server_id,
+                ends_statement=False,  # inside its transaction: the transaction's end is the ack point
+                durable=not self._prepared,
+            )
+            for i, (schema, table) in enumerate(routed)
+        ]
+        txn.has_rows = True  # its transaction's end follows at once (not held as idle)
+        if txn.xa_rows is not None:  # an XA transaction's: waits for its XA COMMIT
+            txn.xa_rows.extend(entries)
+        else:
+            self._emit(list(entries))
+        return len(entries)
 
     def _rows(self, event: Event, body: RowsEvent) -> None:
         tm = body.table_map

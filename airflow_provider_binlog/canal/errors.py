@@ -98,12 +98,13 @@ class UnreadableBinlogError(CanalError):
 
 
 class StatementDmlError(CanalError):
-    """Rows of a routed table were changed by a statement logged in statement format
-    (``binlog_format=STATEMENT`` or ``MIXED`` in some session, ``LOAD DATA`` in statement form): the
-    binlog holds the statement, not the rows, so the lake cannot follow. Reading stops before it,
-    so no cursor moves past it.
+    """A statement logged in statement format (``binlog_format=STATEMENT`` or ``MIXED`` in some
+    session, ``LOAD DATA`` in statement form) changes rows, and the tables it writes cannot be named
+    from its text, so it may write a routed table. Reading stops before it, so no cursor moves past
+    it. (A statement whose tables are named becomes a ``STATEMENT_DML`` entry instead, which the
+    lake stops at or re-snapshots the table for: :mod:`.convert`, :mod:`.operations`.)
 
-    :param table: ``schema.table`` the statement writes (the first routed one).
+    :param table: what the statement writes, as far as known.
     :param statement: the statement text (kept whole here; the message shows its start only).
     :param position: ``file:pos`` of the event holding it.
     """
@@ -116,15 +117,17 @@ class StatementDmlError(CanalError):
         if len(shown) > 160:
             shown = shown[:160] + "..."
         super().__init__(
-            f"{table} was changed by a statement logged in statement format at {position}: {shown!r}. "
-            "The binlog holds no row images for it, so the lake cannot apply it; nothing at or after "
-            f"{position} was applied and the cursor stays before it. Remedy: make the source log rows "
-            "(SET GLOBAL binlog_format=ROW, and SET SESSION binlog_format=ROW in the sessions or "
-            "applications that set STATEMENT or MIXED), then re-snapshot the table at a binlog point "
-            f"after {position}: with a table re-snapshot (binlog-cdc resnapshot) where available, "
-            "or by loading the tables again under a new destination "
-            '(destination=<new name>, snapshot="initial").'
+            f"{table} was changed by a statement logged in statement format at {position}: {shown!r}, "
+            "whose tables could not be named. The binlog holds no row images for it, so the lake "
+            f"cannot apply it; nothing at or after {position} was applied and the cursor stays before "
+            "it. Remedy: make the source log rows (SET GLOBAL binlog_format=ROW, and SET SESSION "
+            "binlog_format=ROW in the sessions or applications that set STATEMENT or MIXED), then load "
+            "the tables again under a new destination started after "
+            f'{position} (destination=<new name>, snapshot="initial").'
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.table, self.statement, self.position))
 
 
 class XaError(CanalError):

@@ -56,6 +56,7 @@ import pymysql
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.constants import EventType
+from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.binlog.rows import RowsEvent
@@ -65,7 +66,7 @@ from airflow_provider_binlog.canal.change import (
     Op,
     TransactionEnd,
 )
-from airflow_provider_binlog.canal.convert import EntryConverter, StatementCovered
+from airflow_provider_binlog.canal.convert import EntryConverter
 from airflow_provider_binlog.canal.errors import (
     BatchOrderError,
     CanalError,
@@ -77,6 +78,7 @@ from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
 from airflow_provider_binlog.canal.reader import BinlogReader
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint, StartSpec, resolve_start, side_client
+from airflow_provider_binlog.canal.statement import statement_changes
 from airflow_provider_binlog.canal.store import Batch, EventStore
 from airflow_provider_binlog.errors import ConfigurationError
 
@@ -156,9 +158,6 @@ class CanalInstance:
     :param client: a replication client (default: one built from ``config.source``).
     :param connect: a connection factory for ``information_schema`` (default: ``config.source``'s
         user; ``None`` disables lookups).
-    :param statement_covered: for a routed table written by a statement in statement format: whether
-        the lake's copy of the table was taken after it (see :data:`.convert.StatementCovered`);
-        ``None``: never, so such a statement stops reading with a :class:`~.errors.StatementDmlError`.
     """
 
     def __init__(
@@ -168,14 +167,12 @@ class CanalInstance:
         running: Any | None = None,
         client: ReplicationClient | None = None,
         connect: Callable[[], Any] | bool | None = True,
-        statement_covered: StatementCovered | None = None,
     ) -> None:
         self.config = config
         self.meta = meta
         self.running = running
         self.client = client or ReplicationClient(config.source)
         self.identity = config.identity
-        self.statement_covered = statement_covered
         if running is not None:
             meta.attach_fence(self.identity, running)  # cursor and mark writes carry its epoch
         if connect is True:
@@ -333,7 +330,6 @@ class CanalInstance:
         converter = EntryConverter(
             cfg.destination, cfg.filter, lambda entries, size: None, self.history,
             idle_end_interval=cfg.idle_end_interval, gtid_position=self._gtid_start,
-            statement_covered=self.statement_covered,
         )  # fmt: skip
         self.reader = BinlogReader(
             cfg.destination, self.client, self.store, cfg.filter, self.history, converter,
@@ -485,7 +481,8 @@ class CanalInstance:
         return max(0.0, time.time() - conv.last_event_ts)
 
     def peek(self, limit: int | None = None) -> int:
-        """Count matching row changes between the cursor (or start) and the server's head now.
+        """Count matching row changes between the cursor (or start) and the server's head now; a
+        statement-format DML counts once per routed table it writes (its rows are not in the binlog).
 
         Reads with a separate dump and moves nothing.
 
@@ -505,13 +502,15 @@ class CanalInstance:
         ) as stream:
             for event in stream:
                 body = event.body
-                if not isinstance(body, RowsEvent) or body.table_map is None:
+                if isinstance(body, QueryEvent | ExecuteLoadQueryEvent):
+                    n = statement_changes(body, flt.matches)
+                elif isinstance(body, RowsEvent) and body.table_map is not None:
+                    n = len(body.rows) if flt.matches(body.schema, body.table) else 0
+                else:
                     continue
-                if not flt.matches(body.schema, body.table):
+                if not n or (skip is not None and (file_number(event.file), event.pos) <= skip[:2]):
                     continue
-                if skip is not None and (file_number(event.file), event.pos) <= skip[:2]:
-                    continue
-                count += len(body.rows)
+                count += n
                 if limit is not None and count >= limit:
                     return count
         return count

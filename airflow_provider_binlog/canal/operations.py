@@ -91,8 +91,10 @@ OPERATION_CLASSES = (
     "partition",
     "rename_table",
     "unknown",
+    "statement_dml",
 )
-"""The classes of source operations :data:`on_schema_change <Policy>` names."""
+"""The classes of source operations :data:`on_schema_change <Policy>` names (``statement_dml``:
+rows of the table changed by a statement logged in statement format, see :data:`STATEMENT_DML`)."""
 
 CHOICES = ("evolve", "resnapshot", "fail")
 EXTRA_CHOICES = {"drop_column": ("keep",), "drop_table": ("drop",)}
@@ -100,9 +102,10 @@ EXTRA_CHOICES = {"drop_column": ("keep",), "drop_table": ("drop",)}
 values as of the drop; NULL in rows written after it), ``drop_table="drop"`` drops the lake table
 (``evolve`` empties it)."""
 
-DEFAULT_POLICY = {c: ("fail" if c == "unknown" else "evolve") for c in OPERATION_CLASSES}
+DEFAULT_POLICY = {c: ("fail" if c in ("unknown", "statement_dml") else "evolve") for c in OPERATION_CLASSES}
 """``evolve`` everywhere the lake can apply the operation exactly (where it cannot, ``evolve``
-means ``resnapshot``: see :meth:`Policy.verdict`), ``fail`` for statements not understood."""
+means ``resnapshot``: see :meth:`Policy.verdict`), ``fail`` for statements not understood and for
+statement-format DML (a re-snapshot reads the whole table: asked for, not implied)."""
 
 PolicyOption = str | Mapping[str, str] | None
 
@@ -702,3 +705,55 @@ def stop_error(
             f'on_schema_change={{"{op.kind}": "resnapshot"}} to have the run ask for it'
         )
     return SourceOperationError(table, statement, position, remedy, f"stopped at {why}", target)
+
+
+# ---- statement-format DML ------------------------------------------------------------------------
+
+STATEMENT_DML = Operation(
+    "statement_dml",
+    exact=False,
+    reason="rows changed by a statement logged in statement format (binlog_format=STATEMENT or MIXED, "
+    "LOAD DATA as a statement): the binlog holds the statement, not the rows",
+)
+"""What a statement-format DML entry (``DdlKind.STATEMENT_DML``) does to its routed table: nothing
+the lake can apply; only a re-snapshot after it brings the table back."""
+
+_LOG_ROWS = (
+    "make the source log rows (SET GLOBAL binlog_format=ROW, and SET SESSION binlog_format=ROW in the "
+    "sessions or applications that set STATEMENT or MIXED)"
+)
+
+
+def statement_dml_error(
+    policy: Policy,
+    table: str,
+    statement: str,
+    position: BinlogPosition,
+    destination: str,
+    target: str | None,
+) -> SourceOperationError:
+    """The error a statement-format DML on a routed table raises from the fold (the lake's mark of
+    the table does not cover it): :class:`ResnapshotNeeded` when ``on_schema_change`` asks for
+    ``statement_dml="resnapshot"`` (``evolve`` too: it cannot be applied exactly), else
+    :class:`SourceOperationError` whose remedy names row format, the re-snapshot command and the
+    option."""
+    command = f"binlog-cdc resnapshot --destination {destination} --table {table}"
+    if target:
+        command += f" --target {target}"
+    if policy.verdict(STATEMENT_DML) == "resnapshot":
+        remedy = (
+            f"the table is re-snapshotted at a position after this statement ({command}), as "
+            f"on_schema_change asks for statement_dml; {_LOG_ROWS} so that it is not needed again; "
+            'on_schema_change={"statement_dml": "fail"} stops here instead'
+        )
+        why = f"needs a re-snapshot (statement dml: {STATEMENT_DML.reason})"
+        return ResnapshotNeeded(table, statement, position, remedy, why, target)
+    remedy = (
+        f"{_LOG_ROWS}; then re-snapshot the table at a position after this statement ({command}, or "
+        "drain.resnapshot.resnapshot from Python) and run again: the lake then holds the statement's "
+        'effect and skips it. Or set on_schema_change={"statement_dml": "resnapshot"} to have the run '
+        "re-snapshot the table itself"
+    )
+    return SourceOperationError(
+        table, statement, position, remedy, f"stopped at statement dml: {STATEMENT_DML.reason}", target
+    )

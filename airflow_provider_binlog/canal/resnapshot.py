@@ -310,26 +310,10 @@ def _done_chunk(prog: dict[str, Any], pending: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def covered_by(meta: MetaManager, identity: ClientIdentity) -> Callable[[str, str, BinlogPosition], bool]:
-    """A ``statement_covered(schema, table, position)`` for the converter
-    (:data:`..convert.StatementCovered`): the table's last finished re-snapshot started after
-    ``position``, so the lake table holds the statement's effect. Reads the record each time (a
-    statement-format write is rare)."""
-
-    def covered(schema: str, table: str, position: BinlogPosition) -> bool:
-        prog = meta.get_json(identity, resnapshot_key(f"{schema}.{table}")).value
-        if prog is None or prog.get("status") != "done":
-            return False
-        return BinlogPosition.parse(prog["start"]) > position
-
-    return covered
-
-
 __all__ = [
     "ResnapshotResult",
     "TableResnapshot",
     "TableSwapper",
-    "covered_by",
     "mark_key",
     "resnapshot_key",
 ]

@@ -2,10 +2,11 @@
 
 A QUERY event that holds ``INSERT``/``REPLACE``/``UPDATE``/``DELETE``/``LOAD DATA`` (from a session
 with ``binlog_format=STATEMENT`` or ``MIXED``) changes rows that the binlog does not hold as row
-images. :func:`dml_tables` names the tables such a statement may write, so the converter can stop
-before a routed one (see :class:`~.errors.StatementDmlError`). It errs on the side of naming too
-many: for multi-table ``UPDATE`` and ``DELETE`` every table of the table references is named (a
-table only read there is named too), never fewer than are written.
+images. :func:`dml_tables` names the tables such a statement may write, and :func:`routed_dml`
+those of them a filter routes, so the converter can hand the statement on for each routed one (see
+``DdlKind.STATEMENT_DML`` in :mod:`.change`) and the sensor can count it as a change. It errs on
+the side of naming too many: for multi-table ``UPDATE`` and ``DELETE`` every table of the table
+references is named (a table only read there is named too), never fewer than are written.
 
 Forms::
 
@@ -18,6 +19,9 @@ Forms::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
 from airflow_provider_binlog.canal.ddl import Tok, tokenize
 
 _INSERT_MODIFIERS = {"LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"}
@@ -29,6 +33,8 @@ _REFS_END = {"SET", "WHERE", "ORDER", "LIMIT", "USING", "RETURNING", "FROM"}
 _DML = {"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD"}
 
 Table = tuple[str, str]
+SYSTEM_SCHEMAS = frozenset({"mysql"})
+"""Schemas whose statement-format writes are the server's own business (never routed here)."""
 
 
 def is_dml(sql: str) -> bool:
@@ -87,6 +93,31 @@ def dml_tables(sql: str, default_schema: str = "") -> list[Table] | None:
         if t not in out:
             out.append(t)
     return out
+
+
+def routed_dml(sql: str, default_schema: str, matches: Callable[[str, str], bool]) -> list[Table] | None:
+    """The routed tables a statement-format DML writes.
+
+    :param matches: the filter (``TableFilter.matches``).
+    :return: ``None`` when the statement is not DML or writes no routed table (tables of
+        :data:`SYSTEM_SCHEMAS` never count); an empty list when it is DML but its tables could not be
+        named (it may write a routed one).
+    """
+    tables = dml_tables(sql, default_schema)
+    if tables is None:
+        return None
+    if not tables:
+        return []
+    routed = [(s, t) for s, t in tables if s.lower() not in SYSTEM_SCHEMAS and matches(s, t)]
+    return routed or None
+
+
+def statement_changes(body: QueryEvent | ExecuteLoadQueryEvent, matches: Callable[[str, str], bool]) -> int:
+    """How many changes a QUERY (or ``LOAD DATA``) event counts as for a waiting sensor: one per
+    routed table its statement-format DML writes (one when those cannot be named), else 0."""
+    query = body.query if isinstance(body, ExecuteLoadQueryEvent) else body
+    routed = routed_dml(query.sql, query.schema, matches)
+    return 0 if routed is None else max(len(routed), 1)
 
 
 def _skip_with(toks: list[Tok], i: int) -> int:

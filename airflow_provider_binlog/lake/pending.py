@@ -20,6 +20,8 @@ target's ``on_schema_change`` is ``resnapshot`` or ``fail`` raises
 :class:`~airflow_provider_binlog.canal.operations.SourceOperationError` (or its subclass
 :class:`~airflow_provider_binlog.canal.operations.ResnapshotNeeded`) from the fold, before anything
 after it is folded. Append-only targets keep every change as a row and only add and widen columns.
+A statement-format DML (``DdlKind.STATEMENT_DML``) that the mark does not cover raises the same way
+under the class ``statement_dml`` (append-only targets too: their log would lack its rows).
 
 :attr:`Pending.held` counts the row images held: keys per piece, TRUNCATEs, every entry of an
 append-only target. An error while folding (a partial row image, a table without a key) is kept
@@ -122,6 +124,8 @@ class Pending:
             schemas = self.schemas
             seen: TableSchema | None = None
             for e in entries:
+                if type(e) is DdlEntry and e.kind is DdlKind.STATEMENT_DML:
+                    raise self._statement_dml(e, table)
                 schema = e.table_schema  # type: ignore[union-attr]
                 if schema is not seen and schema is not None:
                     seen = schema
@@ -180,6 +184,8 @@ class Pending:
                 pieces.append(e)
                 self.held += 1
                 current = None
+            elif type(e) is DdlEntry and e.kind is DdlKind.STATEMENT_DML:
+                raise self._statement_dml(e, table)
             elif type(e) is DdlEntry:
                 actions = self._operation(e, table)
                 if e.table_schema is not None:
@@ -204,6 +210,15 @@ class Pending:
         if run:
             assert current is not None
             self.held += fold(current, run, table)
+
+    def _statement_dml(self, e: DdlEntry, table: str) -> operations.SourceOperationError:
+        """The error of a statement-format DML the mark does not cover: ``statement_dml`` under the
+        target's ``on_schema_change`` (:func:`operations.statement_dml_error`)."""
+        policy = operations.Policy.of(self.opts.on_schema_change)
+        source = f"{e.schema}.{e.table}"
+        return operations.statement_dml_error(
+            policy, source, e.sql, e.position, e.destination, self.target or table
+        )
 
     def _operation(self, e: DdlEntry, table: str) -> tuple[operations.LakeAction, ...]:
         """The lake actions of a DDL entry under the target's policy; raise when it stops the run.

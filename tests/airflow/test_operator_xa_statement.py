@@ -2,8 +2,8 @@
 
 An XA transaction prepared at a run's stop point is not in the lake after that run and is there
 exactly once after the run following its XA COMMIT; a rolled-back one never is. A statement-format
-UPDATE of a routed table fails the run with :class:`StatementDmlError` and leaves the cursor where
-it was.
+UPDATE of a routed table fails the run with a :class:`SourceOperationError` (class ``statement_dml``)
+and leaves the cursor where it was (the remedies: ``tests/airflow/test_operator_statement_dml.py``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pymysql
 import pytest
 from airflow_harness import Shop, lake_verify, make_context, meta_manager
 
-from airflow_provider_binlog.canal.errors import StatementDmlError
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
+from airflow_provider_binlog.canal.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
@@ -90,16 +90,17 @@ def test_xa_and_statement_format_dml_through_the_operator(
             cur.execute("UPDATE products SET title = CONCAT(title, '!')")
             stmt_conn.commit()
         shop.changes(10)
-        with pytest.raises(StatementDmlError) as failed:
+        with pytest.raises(SourceOperationError) as failed:
             _operator(dest, ns, spark_warehouse, shop.start_from).execute(make_context(run_id="third"))
         err = failed.value
         assert err.table == "shop.products" and "UPDATE products SET title" in str(err)
-        assert err.position in str(err) and "binlog_format=ROW" in str(err)
+        assert str(err.position) in str(err) and "binlog_format=ROW" in str(err)
+        assert 'on_schema_change={"statement_dml": "resnapshot"}' in str(err)
         cursor_after, _ = meta.get_cursor(ident)
         assert cursor_before is not None and cursor_after is not None
         assert cursor_after.binlog_position == cursor_before.binlog_position  # nothing moved past it
         assert cursor_after.binlog_position is not None
-        assert cursor_after.binlog_position < cursor_after.binlog_position.parse(err.position)
+        assert cursor_after.binlog_position < err.position
     finally:
         for conn in conns_open:
             with contextlib.suppress(pymysql.err.MySQLError), conn.cursor() as cur:

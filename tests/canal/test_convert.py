@@ -6,6 +6,7 @@ are covered against the real server in ``test_xa_statement.py``.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from airflow_provider_binlog.binlog.event import Event, EventHeader
 from airflow_provider_binlog.binlog.events import XaPrepareEvent, XidEvent
 from airflow_provider_binlog.binlog.events_mariadb import MariadbGtidEvent
 from airflow_provider_binlog.binlog.events_query import QueryEvent
-from airflow_provider_binlog.canal.change import Entry, TransactionEnd
+from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, TransactionEnd
 from airflow_provider_binlog.canal.convert import EntryConverter
 from airflow_provider_binlog.canal.errors import StatementDmlError
 from airflow_provider_binlog.canal.filter import TableFilter
@@ -104,18 +105,69 @@ def test_a_commit_found_by_its_statement_text_and_reset_forgets_prepared() -> No
     assert f.conv.prepared == () and f.ends()[-1].durable
 
 
-def test_statement_dml_on_a_routed_table_raises_with_table_statement_and_position() -> None:
-    f = Feed()
+def test_statement_dml_on_a_routed_table_becomes_an_entry_inside_its_transaction() -> None:
+    f = Feed("db\\.t,db\\.w")
     f.gtid()
     f.query("INSERT INTO u VALUES (1)", "db")  # not routed: ignored
     f.xid()
     f.gtid()
+    f.query("BEGIN")
+    at = f.query("UPDATE t SET v = 1", "db")
+    both = f.query("UPDATE t JOIN u ON t.id = u.id JOIN w ON w.id = t.id SET t.v = 2, w.v = 2", "db")
+    f.xid()
+    stmts = [e for e in f.out if isinstance(e, DdlEntry)]
+    assert [(e.schema, e.table, e.kind, e.sql) for e in stmts] == [
+        ("db", "t", DdlKind.STATEMENT_DML, "UPDATE t SET v = 1"),
+        ("db", "t", DdlKind.STATEMENT_DML, both.body.sql),
+        ("db", "w", DdlKind.STATEMENT_DML, both.body.sql),  # u is not routed
+    ]
+    assert stmts[0].position == at.position and str(stmts[0].position) == f"{FILE}:{at.pos}"
+    assert [e.order_key.row_index for e in stmts] == [0, 0, 1]
+    # inside its transaction: no ack point of its own, the XID after it is one
+    assert not any(e.ends_statement for e in stmts) and all(e.durable for e in stmts)
+    assert isinstance(f.out[-1], TransactionEnd) and f.out[-1].position > stmts[-1].position
+    keys = [e.order_key for e in f.out]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+
+
+def test_statement_dml_outside_a_transaction_is_followed_by_its_end() -> None:
+    f = Feed()
+    f.gtid(flags=13)  # standalone: no BEGIN, no XID
+    f.query("DELETE FROM t WHERE v > 3", "db")
+    assert [type(e) for e in f.out] == [DdlEntry, TransactionEnd]
+    assert f.out[0].order_key < f.out[1].order_key
+
+
+def test_statement_dml_whose_tables_cannot_be_named_stops_reading() -> None:
+    f = Feed()
+    f.gtid()
     with pytest.raises(StatementDmlError) as info:
-        f.query("UPDATE t SET v = 1", "db")
+        f.query("INSERT INTO 1 VALUES (1)", "db")
     err = info.value
-    assert err.table == "db.t" and err.statement == "UPDATE t SET v = 1"
     assert err.position == f"{FILE}:{f.pos - 40}" and err.position in str(err)
-    assert [e.durable for e in f.ends()] == [True]  # nothing after the statement's start
+    assert "could not be named" in str(err) and "binlog_format=ROW" in str(err)
+    assert pickle.loads(pickle.dumps(err)).position == err.position
+
+
+def test_statement_dml_in_an_xa_transaction_comes_with_its_commit_and_goes_with_its_rollback() -> None:
+    f = Feed()
+    f.gtid(PREPARED, b"a")
+    f.query("UPDATE t SET v = 5", "db")
+    f.query("XA END X'61',X'',1")
+    f.prepare(b"a")
+    f.gtid(PREPARED, b"b")
+    f.query("DELETE FROM t", "db")
+    f.query("XA END X'62',X'',1")
+    f.prepare(b"b")
+    assert not [e for e in f.out if isinstance(e, DdlEntry)]  # held while prepared
+    f.gtid(COMPLETED, b"b")
+    f.query("XA ROLLBACK X'62',X'',1")
+    f.gtid(COMPLETED, b"a")
+    commit = f.query("XA COMMIT X'61',X'',1")
+    (stmt,) = [e for e in f.out if isinstance(e, DdlEntry)]  # the rolled-back DELETE never comes
+    assert stmt.sql == "UPDATE t SET v = 5" and stmt.kind is DdlKind.STATEMENT_DML
+    assert stmt.position == commit.position and stmt.order_key[:2] == (3, commit.pos)  # at its commit
+    assert f.out[-1] == f.ends()[-1] and f.ends()[-1].durable and f.ends()[-1].order_key > stmt.order_key
 
 
 def test_system_schema_and_server_statements_are_not_dml() -> None:

@@ -1,5 +1,9 @@
 """XA transactions and statement-format DML through the canal instance, against the real MariaDB.
 
+A statement-format DML on a routed table is handed out as a ``STATEMENT_DML`` entry inside its
+transaction (held and released with an XA transaction's rows); what the lake does with it is tested
+in ``tests/lake/test_statement_dml_fold.py`` and through the operator.
+
 What MariaDB 10.11 writes for each XA form is in ``canal/convert.py``'s docstring (read with the
 parser); these tests drive the instance over those events. A "run" here is what the drain does:
 subscribe up to the head, hand out and ack everything, close; the lake is modelled by a dict per
@@ -22,8 +26,7 @@ import pytest
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.change import Entry, OrderKey, RowChange, TransactionEnd
-from airflow_provider_binlog.canal.errors import StatementDmlError
+from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, OrderKey, RowChange, TransactionEnd
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
@@ -209,15 +212,8 @@ def test_xa_pending_at_the_stop_point_is_applied_once_after_its_commit(mariadb: 
     assert xa_rows and all(e.position > before_prepare for e in xa_rows)
 
 
-def _stmt_error(inst: CanalInstance, deadline: float = 60) -> StatementDmlError:
-    end = time.monotonic() + deadline
-    with pytest.raises(StatementDmlError) as info:
-        while not inst.done:
-            assert time.monotonic() < end, "no error"
-            batch = inst.get_without_ack(1000, timeout=0.5)
-            if batch.id is not None:
-                inst.ack(batch.id)
-    return info.value
+def _statements(entries: list[Entry]) -> list[DdlEntry]:
+    return [e for e in entries if isinstance(e, DdlEntry) and e.kind is DdlKind.STATEMENT_DML]
 
 
 @pytest.mark.parametrize(
@@ -230,7 +226,7 @@ def _stmt_error(inst: CanalInstance, deadline: float = 60) -> StatementDmlError:
         "REPLACE INTO t SELECT id + 100, v FROM u",
     ],
 )
-def test_statement_format_dml_on_a_routed_table_stops_before_it(
+def test_statement_format_dml_on_a_routed_table_is_handed_out_in_its_transaction(
     mariadb: Any, table: str, statement: str
 ) -> None:
     mariadb.execute(f"INSERT INTO `{table}`.u VALUES (1, 1)")
@@ -242,34 +238,21 @@ def test_statement_format_dml_on_a_routed_table_stops_before_it(
         cur.execute("SET SESSION binlog_format = 'STATEMENT'")
         cur.execute(statement)
     conn.close()
-    mariadb.execute(f"INSERT INTO `{table}`.t VALUES (8, 8)")  # after it: never handed out
+    after = head(mariadb)
+    mariadb.execute(f"INSERT INTO `{table}`.t VALUES (8, 8)")
     meta = MemoryMetaManager()
-    include = f"{table}\\.t"
-    inst = make(mariadb, include, meta, start)
-    inst.subscribe(stop_at="head")
-    try:
-        err = _stmt_error(inst)
-        cursor = inst.cursor
-    finally:
-        inst.close()
-    assert err.table == f"{table}.t"
-    assert err.statement == statement
-    pos = BinlogPosition.parse(err.position)
-    assert pos >= before
-    msg = str(err)
-    assert f"{table}.t" in msg and statement[:20] in msg and err.position in msg
-    assert "binlog_format=ROW" in msg and "re-snapshot" in msg
-    stored, _ = meta.get_cursor(inst.identity)
-    assert cursor is not None and stored == cursor
-    assert cursor.binlog_position is not None and cursor.binlog_position < pos
-    # a later run stops at the same statement: the cursor never moves past it
-    again = make(mariadb, include, meta, start)
-    again.subscribe(stop_at="head")
-    try:
-        assert _stmt_error(again).position == err.position
-    finally:
-        again.close()
-    assert meta.get_cursor(inst.identity)[0] == cursor
+    got = run(mariadb, f"{table}\\.t", meta, start)
+    (stmt,) = _statements(got)  # u is not routed: one entry, for t
+    assert (stmt.schema, stmt.table, stmt.sql) == (table, "t", statement)
+    assert before <= stmt.position < after and not stmt.ends_statement
+    at = got.index(stmt)
+    assert isinstance(got[at + 1], TransactionEnd)  # its transaction's end, the ack point after it
+    assert [(e.op.value, e.after) for e in got if isinstance(e, RowChange)] == [
+        ("insert", {"id": 1, "v": 1}),
+        ("insert", {"id": 8, "v": 8}),  # the stream goes on: the consumer decides what to do with it
+    ]
+    keys = [e.order_key for e in got]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
 def test_statement_format_dml_on_tables_not_routed_is_ignored(mariadb: Any, table: str) -> None:
@@ -285,42 +268,40 @@ def test_statement_format_dml_on_tables_not_routed_is_ignored(mariadb: Any, tabl
     conn.close()
     got = run(mariadb, f"{table}\\.t", MemoryMetaManager(), start)
     assert [(e.table, e.after) for e in got if isinstance(e, RowChange)] == [("t", {"id": 1, "v": 1})]
+    assert not [e for e in got if isinstance(e, DdlEntry)]
 
 
-def test_statement_covered_lets_a_resnapshotted_table_through(mariadb: Any, table: str) -> None:
+def test_statement_format_dml_in_xa_comes_at_its_commit_and_peek_counts_it(mariadb: Any, table: str) -> None:
+    mariadb.execute(f"INSERT INTO `{table}`.t VALUES (5, 5), (9, 9)")
     start = head(mariadb)
-    conn = connect(mariadb, table)
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION binlog_format = 'STATEMENT'")
-        cur.execute("INSERT INTO t VALUES (1, 1)")
-        cur.execute("SET SESSION binlog_format = 'ROW'")
-        cur.execute("INSERT INTO t VALUES (2, 2)")
-    conn.close()
-    seen: list[tuple[str, str, BinlogPosition]] = []
-
-    def covered(schema: str, tbl: str, pos: BinlogPosition) -> bool:
-        seen.append((schema, tbl, pos))
-        return True
-
-    cfg = InstanceConfig(
-        destination="d", source=source(mariadb), filter=TableFilter(include=f"{table}\\.t"),
-        start=StartSpec(position=str(start)),
-    )  # fmt: skip
-    inst = CanalInstance(cfg, MemoryMetaManager(), statement_covered=covered)
-    inst.subscribe(stop_at="head")
-    got: list[Entry] = []
-    try:
-        end = time.monotonic() + 60
-        while not inst.done:
-            assert time.monotonic() < end
-            batch = inst.get_without_ack(100, timeout=0.5)
-            if batch.id is not None:
-                got.extend(batch.entries)
-                inst.ack(batch.id)
-    finally:
-        inst.close()
-    assert [e.after for e in got if isinstance(e, RowChange)] == [{"id": 2, "v": 2}]
-    assert [(s, t) for s, t, _ in seen] == [(table, "t")]
+    include = f"{table}\\.t"
+    kept, dropped = connect(mariadb, table), connect(mariadb, table)
+    # rows apart, so that neither waits for the other's locks
+    for conn, xid, stmt in (
+        (kept, "k", "INSERT INTO t VALUES (1, 1)"),
+        (dropped, "r", "DELETE FROM t WHERE id = 9"),
+    ):
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            for sql in (f"XA START '{xid}'", stmt, f"XA END '{xid}'", f"XA PREPARE '{xid}'"):
+                cur.execute(sql)
+    mariadb.execute(f"UPDATE `{table}`.t SET v = 55 WHERE id = 5")
+    meta = MemoryMetaManager()
+    assert not _statements(run(mariadb, include, meta, start))  # both prepared: held
+    with dropped.cursor() as cur:
+        cur.execute("XA ROLLBACK 'r'")
+    before_commit = head(mariadb)
+    with kept.cursor() as cur:
+        cur.execute("XA COMMIT 'k'")
+    # the sensor's count: the routed statement-format writes (both XA ones) and the row
+    assert make(mariadb, include, meta, start).peek() == 3
+    got = run(mariadb, include, meta, start)
+    (stmt,) = _statements(got)  # the rolled-back DELETE never comes
+    assert stmt.sql == "INSERT INTO t VALUES (1, 1)" and stmt.position >= before_commit  # at its XA COMMIT
+    cursor, _ = meta.get_cursor(make(mariadb, include, meta, start).identity)
+    assert cursor is not None and cursor.binlog_position is not None
+    assert cursor.binlog_position >= stmt.position  # resolved: the cursor is at its commit ...
+    assert make(mariadb, include, meta, start).peek() == 0  # ... and nothing is left after it
 
 
 def test_randomized_xa_and_normal_transactions_across_runs(mariadb: Any, table: str) -> None:
