@@ -25,6 +25,15 @@ naming the table, its ``file:pos`` and the way forward: ``exclude=`` it, or rout
 separated by commas (or a list), each a glob like the sources above or a canal regex (see
 :mod:`.filter`). An excluded table has no route, is not read, and is never refused.
 
+**Shadow tables of online schema-change tools.** gh-ost builds ``_t_gho`` (and logs to ``_t_ghc``,
+parks the old table as ``_t_del``), pt-online-schema-change builds ``_t_new`` (and parks ``_t_old``);
+they swap the copy in with one ``RENAME TABLE``. Such tables are transient copies, never lake
+tables: a glob route does not take a table named like :data:`SHADOW_TABLE` (``_`` + name +
+``_gho|_ghc|_del|_new|_old``, case-insensitive), and :meth:`Routes.filter` does not read it (the
+copy's row events are not decoded). The swap itself reaches the lake as a RENAME of the routed
+name (:func:`..operations.rename_operation`). To load such tables anyway: an exact route, a glob
+whose table part itself ends with the suffix (``shop._*_new``), or ``Routes(shadow_tables=True)``.
+
 Exact routes win over globs; among globs the first that matches wins. :meth:`Routes.filter`
 turns the sources into canal's include filter (``.`` escaped, see :mod:`.filter`), so a table
 that matches a glob is read even when it is created after the run started.
@@ -46,6 +55,23 @@ MAX_PART_BYTES = 255
 each part a directory)."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+SHADOW_SUFFIXES = ("gho", "ghc", "del", "new", "old")
+"""Table name suffixes of the shadow, changelog and parked tables of gh-ost and pt-osc."""
+SHADOW_TABLE = "_.+_(?:" + "|".join(SHADOW_SUFFIXES) + ")"
+"""The table names a glob route leaves out (a regex, matched whole and case-insensitively):
+``_t_gho``, ``_t_ghc``, ``_t_del``, ``_t_20240101120000_del`` (gh-ost), ``_t_new``, ``__t_old`` (pt-osc)."""
+_SHADOW = re.compile(SHADOW_TABLE, re.IGNORECASE | re.DOTALL)
+
+
+def is_shadow_table(table: str) -> bool:
+    """Whether ``table`` is named like a shadow table of gh-ost or pt-osc (:data:`SHADOW_TABLE`)."""
+    return _SHADOW.fullmatch(table) is not None
+
+
+def names_shadow(table_glob: str) -> bool:
+    """Whether a glob's table part asks for shadow tables itself (ends with ``_gho``, ``_new``...)."""
+    return table_glob.lower().endswith(tuple("_" + s for s in SHADOW_SUFFIXES))
 
 
 def glob_to_regex(glob: str) -> str:
@@ -70,10 +96,14 @@ def source_parts(source: str, what: str = "source") -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def source_regex(source: str) -> str:
-    """canal's include regex for one source (``shop.*`` -> ``shop\\..*``)."""
+def source_regex(source: str, shadow_tables: bool = False) -> str:
+    """canal's include regex for one source (``shop.*`` -> ``shop\\..*``); a glob leaves out
+    :data:`SHADOW_TABLE` names unless ``shadow_tables`` or it names them (:func:`names_shadow`)."""
     schema, table = source_parts(source)
-    return glob_to_regex(schema) + r"\." + glob_to_regex(table)
+    skip = ""
+    if any(c in table for c in "*?") and not shadow_tables and not names_shadow(table):
+        skip = f"(?!{SHADOW_TABLE}$)"
+    return glob_to_regex(schema) + r"\." + skip + glob_to_regex(table)
 
 
 def _glob_match(glob: str, name: str) -> bool:
@@ -141,10 +171,13 @@ class Routes:
     :param routes: source name or glob -> target name (with optional ``{schema}``/``{table}``).
     :param exclude: tables never read: globs or canal regexes on ``schema.table``, comma-separated
         or a list (see :mod:`.filter`).
+    :param shadow_tables: glob routes take shadow tables of gh-ost / pt-osc too (see the module
+        docstring); by default they do not.
     """
 
     routes: Mapping[str, str]
     exclude: str | Sequence[str] | None = None
+    shadow_tables: bool = False
     _parsed: list[tuple[str, str, tuple[str, ...], bool]] = field(init=False, repr=False, compare=False)
     _black: TableFilter = field(init=False, repr=False, compare=False)
 
@@ -179,8 +212,11 @@ class Routes:
         for sg, tg, template, glob in self._parsed:
             if not glob and sg.lower() == s and tg.lower() == t:
                 return template
+        shadow = not self.shadow_tables and is_shadow_table(table)
         for sg, tg, template, glob in self._parsed:
             if glob and _glob_match(sg, schema) and _glob_match(tg, table):
+                if shadow and not names_shadow(tg):
+                    continue  # a shadow table of an online schema change: not a lake table
                 return template
         return None
 
@@ -226,7 +262,7 @@ class Routes:
     def filter(self, columns: str | None = None) -> TableFilter:
         """canal's filter for these sources: the include list, ``exclude`` as the black list, the
         optional column rules, and :meth:`refusal` (the instance stops at a refused table)."""
-        include = ",".join(source_regex(s) for s in self.routes)
+        include = ",".join(source_regex(s, self.shadow_tables) for s in self.routes)
         return TableFilter(
             include=include, exclude=exclude_text(self.exclude), columns=columns or "", refuse=self.refusal
         )

@@ -1,0 +1,37 @@
+"""Shadow, changelog and parked tables of gh-ost and pt-online-schema-change are no lake tables under
+glob routes (:data:`airflow_provider_binlog.canal.routing.SHADOW_TABLE`), unless asked for."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_binlog.canal.routing import Routes, is_shadow_table
+
+SHADOWS = ("_t_gho", "_t_ghc", "_t_del", "_t_20240101120000_del", "_t_new", "__t_old", "_Orders_GHO")
+NOT_SHADOWS = ("t", "t_new", "_t", "orders_old", "_t_newer", "x_t_gho")
+
+
+@pytest.mark.parametrize("name", SHADOWS)
+def test_shadow_tables_are_not_taken_by_a_glob(name: str) -> None:
+    assert is_shadow_table(name)
+    routes = Routes({"d.*": "lake.d.{table}"})
+    assert routes.target_for("d", name) is None
+    assert not routes.filter().matches("d", name)  # not even read
+
+
+@pytest.mark.parametrize("name", NOT_SHADOWS)
+def test_other_names_are(name: str) -> None:
+    assert not is_shadow_table(name)
+    routes = Routes({"d.*": "lake.d.{table}"})
+    assert routes.target_for("d", name) == f"lake.d.{name}"
+    assert routes.filter().matches("d", name)
+
+
+def test_ways_to_load_them_anyway() -> None:
+    exact = Routes({"d.*": "lake.d.{table}", "d._t_new": "lake.d.t_copy"})
+    assert exact.target_for("d", "_t_new") == "lake.d.t_copy" and exact.filter().matches("d", "_t_new")
+    assert exact.target_for("d", "_t_gho") is None
+    named = Routes({"d._*_gho": "lake.d.{table}"})
+    assert named.target_for("d", "_t_gho") == "lake.d._t_gho" and named.filter().matches("d", "_t_gho")
+    every = Routes({"d.*": "lake.d.{table}"}, shadow_tables=True)
+    assert every.target_for("d", "_t_ghc") == "lake.d._t_ghc" and every.filter().matches("d", "_t_ghc")
