@@ -438,6 +438,7 @@ class EntryConverter:
         gtid_set = self._advance_gtid()
         entries: list[Entry] = []
         targets: list[tuple[str, str | None]] = list(stmt.tables) or [(body.schema, None)]
+        targets += [new for _, new in stmt.renames if new not in targets]  # a RENAME's new names too
         kind = DdlKind.TRUNCATE if stmt.kind == "truncate" else DdlKind.DDL
         targets = [(schema, table) for schema, table in targets if flt.matches(schema, table)]
         for i, (schema, table) in enumerate(targets):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -157,6 +157,8 @@ class Policy:
         ``evolve`` (its actions were chosen by :func:`classify`). An operation the lake cannot
         apply exactly is never evolved: ``evolve`` then means ``resnapshot``."""
         choice = self.choices.get(op.kind, "fail")
+        if choice == "resnapshot" and op.table_gone:
+            return "evolve"  # nothing left under this name to load again
         if choice in ("resnapshot", "fail"):
             return choice
         return "evolve" if op.exact else "resnapshot"
@@ -239,6 +241,9 @@ class Operation:
     actions: tuple[LakeAction, ...] = ()
     exact: bool = True
     reason: str = ""
+    table_gone: bool = False
+    """The table no longer exists under this name after the statement (renamed away): there is
+    nothing to re-snapshot, so ``resnapshot`` applies the actions like ``evolve``."""
 
     @property
     def acts(self) -> bool:
@@ -505,7 +510,8 @@ def _find(schema: TableSchema | None, name: str) -> ColumnDef | None:
     return next((c for c in schema.columns if c.name.lower() == low), None)
 
 
-_RENAMED = "a renamed table (its rows move to another name)"
+Route = Callable[[str, str], "str | None"]
+"""``(schema, table) -> the lake table it is routed to`` (one spelling per table), ``None``: not routed."""
 
 
 def classify(
@@ -514,6 +520,7 @@ def classify(
     before: TableSchema | None,
     after: TableSchema | None,
     policy: Policy,
+    route: Route | None = None,
 ) -> list[Operation]:
     """What a DDL statement does to the routed table ``table``: one :class:`Operation` per clause
     that matters (none: nothing for the lake to do).
@@ -522,6 +529,7 @@ def classify(
     :param before: the table's columns just before the statement (``None``: unknown / did not exist).
     :param after: the table's columns after it (``None``: unknown / dropped).
     :param policy: for the actions of extra choices (``drop_column="keep"``, ``drop_table="drop"``).
+    :param route: the routes, for a RENAME (see :func:`rename_operation`); ``None``: unknown.
     """
     if stmt is None:
         return [Operation("unknown", exact=False, reason="a statement that is not DDL")]
@@ -540,13 +548,13 @@ def classify(
                               "whose earlier existence is not known")]  # fmt: skip
         return [Operation("recreate_table", (RestartTable(after),))]
     if kind == "rename":
-        return [Operation("rename_table", exact=False, reason=_RENAMED)]
+        return [op for op in [rename_operation(stmt.renames, table, route)] if op is not NOOP]
     if kind != "alter":
         return [Operation("unknown", exact=False, reason="a statement not understood")]
     if not stmt.complete:
         return [Operation("unknown", exact=False, reason="a clause this version does not understand")]
-    if stmt.renames:
-        return [Operation("rename_table", exact=False, reason=_RENAMED)]
+    if stmt.renames:  # ALTER TABLE a ..., RENAME TO b: the new name is loaded whole (clauses and all)
+        return [op for op in [rename_operation(stmt.renames, table, route)] if op is not NOOP]
     ops: list[Operation] = []
     columns = {c.name.lower(): c for c in before.columns} if before is not None else None
     for clause in stmt.ops:
@@ -646,6 +654,59 @@ def _alter_clause(
             actions.append(ChangeColumn(spec.name, new, cast, null_fill, length))
         return Operation(kind, tuple(actions)) if actions else NOOP
     return Operation("unknown", exact=False, reason=f"the clause {op!r}")
+
+
+# ---- renamed tables (RENAME TABLE, ALTER TABLE ... RENAME TO, the swaps of online schema-change tools)
+
+RenamePairs = Sequence[tuple[tuple[str, str], tuple[str, str]]]
+
+
+def rename_origins(renames: RenamePairs) -> dict[tuple[str, str], tuple[str, str]]:
+    """The names a RENAME leaves that hold another table's rows: new name -> the name those rows
+    had before the statement. The pairs are applied in order, as MySQL does, so a swap
+    ``t TO t_old, t_new TO t`` gives ``{t_old: t, t: t_new}`` (a name given back its own rows is left out)."""
+    origin: dict[tuple[str, str], tuple[str, str]] = {}
+    for old, new in renames:
+        origin[new] = origin.pop(old, old)
+    return {new: old for new, old in origin.items() if new != old}
+
+
+def rename_operation(renames: RenamePairs, table: tuple[str, str], route: Route | None) -> Operation:
+    """What a RENAME does to the lake table of ``table`` (a name the statement renames from or to).
+
+    * ``table`` holds another table's rows afterwards (``a TO table``, or the swap's ``t_new TO t``):
+      when that table was routed to the same lake table, nothing; else the lake table is loaded again
+      from ``table`` at a point after the statement (a re-snapshot of the NEW name: ``exact=False``),
+      whatever it held (it may hold the rows the name had before a swap, or nothing).
+    * ``table`` is gone afterwards (renamed away): when its rows' new name is routed to another lake
+      table, this one is dropped (its rows live on there, as an Iceberg rename would leave it);
+      renamed out of the routes (or routes unknown): the lake table is kept as it was and is no
+      longer updated.
+
+    :param route: ``(schema, table) -> lake table or None``; ``None``: routes unknown (the new name
+        is taken as routed elsewhere, and an old lake table is kept).
+    """
+    origins = rename_origins(renames)
+    here = route(*table) if route is not None else None
+    if table in origins:
+        came_from = origins[table]
+        if route is not None and here is not None and route(*came_from) == here:
+            return NOOP  # the rows stay in the same lake table
+        reason = (
+            f"{'.'.join(table)} now holds the rows of {'.'.join(came_from)} (a RENAME), which its lake "
+            "table does not: it is loaded again from the source"
+        )
+        return Operation("rename_table", exact=False, reason=reason)
+    moved = {old: new for new, old in origins.items()}
+    went_to = moved.get(table)
+    if went_to is None:
+        return NOOP  # not renamed by this statement (or renamed back)
+    there = route(*went_to) if route is not None else None
+    if there is None:  # renamed out of the routes: the lake table stays as it was
+        return Operation("rename_table", table_gone=True)
+    if there == here:
+        return NOOP
+    return Operation("rename_table", (DropTable(),), table_gone=True)
 
 
 # ---- the decision --------------------------------------------------------------------------------

@@ -120,6 +120,8 @@ class ResnapshotResult:
     :param chunks: chunks read by this call (a resumed attempt read fewer).
     :param resumed: an earlier attempt's progress was taken up.
     :param seconds: wall time.
+    :param gone: the source table no longer existed (nothing was loaded; see
+        :func:`...drain.resnapshot.resnapshot`).
     """
 
     source: str
@@ -130,6 +132,7 @@ class ResnapshotResult:
     chunks: int = 0
     resumed: bool = False
     seconds: float = 0.0
+    gone: bool = False
 
     @property
     def mark(self) -> OrderKey:
@@ -139,6 +142,7 @@ class ResnapshotResult:
         return {
             "source": self.source, "target": self.target, "start": str(self.start), "attempt": self.attempt,
             "rows": self.rows, "chunks": self.chunks, "resumed": self.resumed, "seconds": self.seconds,
+            "gone": self.gone,
         }  # fmt: skip
 
 
@@ -195,6 +199,10 @@ class TableResnapshot:
         if self.guard is not None:
             self.guard()
         self.meta.update_json(self.identity, self.key, lambda _old: value)
+
+    def start_position(self) -> BinlogPosition:
+        """A consistent snapshot position after ``after`` (what a new attempt starts at)."""
+        return self._start()
 
     def _start(self) -> BinlogPosition:
         src = self.client.config
@@ -299,6 +307,21 @@ class TableResnapshot:
         return prog
 
 
+def source_exists(connect: Callable[[], Any], source: str) -> bool:
+    """Whether the source table ``schema.table`` exists now."""
+    schema, _, table = source.partition(".")
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (schema, table),
+            )
+            return cur.fetchone() is not None
+    finally:
+        conn.close()
+
+
 def _done_chunk(prog: dict[str, Any], pending: dict[str, Any]) -> dict[str, Any]:
     return {
         **prog,
@@ -316,4 +339,5 @@ __all__ = [
     "TableSwapper",
     "mark_key",
     "resnapshot_key",
+    "source_exists",
 ]

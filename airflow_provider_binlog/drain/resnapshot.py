@@ -10,10 +10,19 @@ The caller holds the destination's running node (the drain holds it for its run;
 How and why it is exact: :mod:`..canal.resnapshot`. In a run, :class:`~.loop.ChunkLoop` calls it
 when the merger raises :class:`~..canal.operations.ResnapshotNeeded`, then sets the merger's mark
 for the target to the result's (:func:`~..lake.resnapshot.resnapshot_mark`).
+
+**A table gone since its statement.** The drain asks for a re-snapshot at a position ``S`` after a
+statement (``after``); by then a later statement may have renamed the table away or dropped it
+(``RENAME TABLE a TO b`` then ``RENAME TABLE b TO c`` in one run: ``b`` is asked for, ``c`` holds its
+rows). Then there is nothing to load: the lake table is left as it is (as a table renamed out of
+the routes is), the result says ``gone``, and the run's mark at ``S`` skips the table's changes up to
+``S``, the statement that removed it included; the name that holds its rows now is loaded by its
+own statement's re-snapshot. The CLI (no ``after``) stops with the table's absence instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +33,8 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.canal.meta.model import ClientIdentity
     from airflow_provider_binlog.canal.resnapshot import ResnapshotResult
     from airflow_provider_binlog.lake.merge import TargetOptions
+
+log = logging.getLogger(__name__)
 
 
 def resnapshot(
@@ -52,14 +63,20 @@ def resnapshot(
     :param after: ``S`` must lie after this position (the statement that asked for it).
     :param guard: called before every progress write (the running node's check).
     """
-    from airflow_provider_binlog.canal.resnapshot import TableResnapshot
+    from airflow_provider_binlog.canal.resnapshot import ResnapshotResult, TableResnapshot, source_exists
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
 
     swapper = LakeResnapshot(spark, identity.destination, source, target, options)
     try:
         keys = options.key_columns if options is not None else ()
-        return TableResnapshot(
+        job = TableResnapshot(
             meta, identity, client, connect, source, target, swapper, keys, chunk_size, after, guard
-        ).run()
+        )
+        if after is not None and not source_exists(connect, source):  # "A table gone since its statement"
+            start = job.start_position()
+            log.warning("re-snapshot of %s: the table no longer exists at %s; %s is left as it is", source,
+                        start, target)  # fmt: skip
+            return ResnapshotResult(source, target, start, attempt="", gone=True)
+        return job.run()
     finally:
         swapper.close()

@@ -129,6 +129,7 @@ class ChangeMerger:
         self._loose: list[Entry] = []  # what ``add`` took and did not fold yet
         self._held = 0
         self._counts: dict[str, TableCounts] = {}
+        self._resolve: Resolver | None = None  # the last resolver add_many was given
 
     # ---- public API -------------------------------------------------------------------------------
 
@@ -281,12 +282,22 @@ class ChangeMerger:
 
     def _take_in(self, entries: Iterable[Entry], resolve: Resolver | None) -> int:
         """Route entries to their targets and fold them; return how many row changes were routed."""
+        if resolve is not None:
+            self._resolve = resolve
         by_target, rows = self._routes.split(entries, resolve)
         t0 = time.perf_counter()
         for target, taken in by_target.items():
             self._fold(target, taken)
         self.timings["collapse"] += time.perf_counter() - t0
         return rows
+
+    def _route(self, schema: str, table: str) -> str | None:
+        """The quoted target of ``schema.table`` (``None``: not routed), for a RENAME's other names."""
+        found = self._routes.by_source.get(f"{schema}.{table}")
+        if found is None and self._resolve is not None:
+            target = self._resolve(schema, table)
+            found = None if target is None else quote_parts(parse_name(target))
+        return found
 
     def _fold(self, target: str, entries: list[Entry]) -> None:
         """Fold one target's new entries into its pending chunk."""
@@ -296,6 +307,7 @@ class ChangeMerger:
         if pending is None:
             pending = Pending.new(self.options_for(target), self.marks.get(target))
             pending.target = self._routes.display(target)
+            pending.route = self._route
             self._pending[target] = pending
         held = pending.held
         try:

@@ -90,6 +90,8 @@ class Pending:
     error: LakeError | None = None
     held: int = 0
     """Row images held (see the module docstring)."""
+    route: operations.Route | None = None
+    """The routes (``(schema, table) -> target``), for a RENAME's other names."""
 
     @classmethod
     def new(cls, opts: TargetOptions, mark: CommittedMark | None) -> Pending:
@@ -230,7 +232,7 @@ class Pending:
         before = e.previous_schema or self.last_schema.get(source)
         policy = operations.Policy.of(self.opts.on_schema_change)
         ops = operations.classify(parse_ddl(e.sql, e.schema), (e.schema, e.table or ""), before,
-                                  e.table_schema, policy)  # fmt: skip
+                                  e.table_schema, policy, self.route)  # fmt: skip
         verdict, deciding = operations.decide(ops, policy)
         if deciding is None:
             return ()

@@ -143,7 +143,7 @@ def test_rename_drop_table_ops_partitions_and_unknown() -> None:
         assert verdict == "resnapshot" and found[0].kind == "partition", part
     assert _classify("ALTER TABLE t FROBNICATE x", BEFORE)[0] == "fail"
     assert _classify("ALTER TABLE t FROBNICATE x", BEFORE, "evolve")[0] == "resnapshot"
-    assert _classify("RENAME TABLE t TO t2", None)[0] == "resnapshot"
+    assert _classify("RENAME TABLE t TO t2", None)[0] == "evolve"  # renamed away: kept (routes unknown)
 
 
 def test_policy_and_errors() -> None:
