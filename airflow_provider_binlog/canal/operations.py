@@ -543,7 +543,7 @@ def classify(
     if kind == "create":
         if stmt.if_not_exists and (before is not None or after is None):
             if before is not None:
-                return [NOOP]  # the table existed: the statement did nothing
+                return []  # the table existed: the statement did nothing
             return [Operation("recreate_table", exact=False, reason="CREATE TABLE IF NOT EXISTS on a table "
                               "whose earlier existence is not known")]  # fmt: skip
         return [Operation("recreate_table", (RestartTable(after),))]
