@@ -67,6 +67,12 @@ SWAPS = os.environ.get("BINLOG_CDC_CONTRACT_SWAPS", "0") == "1"
 #: landed): "1" uses it; otherwise the remedy is a new destination with ``snapshot="initial"``.
 STATEMENT_RESNAPSHOT = os.environ.get("BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT", "0") == "1"
 
+#: A known product bug (test_xa_held_over_a_statement_stop_and_its_remedy, xfail): a destination
+#: whose snapshot starts while an XA transaction is prepared loses that transaction's rows when it
+#: commits later (MariaDB logs them at XA PREPARE, before the snapshot's start). While it stands, the
+#: model commits a held XA transaction before a new destination's snapshot.
+XA_SNAPSHOT_GAP = True
+
 FAILPOINTS = (
     "drain", "before_commit", "merge_table", "after_commit", "ack", "after_ack", "ddl_action",
     "resnapshot_before_swap", "resnapshot_after_swap", "snapshot_before_load", "snapshot_after_load",
@@ -290,6 +296,8 @@ class Workload:
     # ---- DML
 
     def insert(self, table: str, n: int, conn: pymysql.Connection | None = None) -> list[int]:
+        if n == 0:
+            return []
         cols = self.columns(table)
         rows, keys = [], []
         for _ in range(n):
@@ -405,13 +413,16 @@ class Workload:
         self.held = Held(conn, xid, table, keys, self.round)
         return True
 
-    def resolve_held(self) -> None:
+    def resolve_held(self, end: str | None = None) -> None:
         """At the start of a round after the one that prepared it (now or later): XA COMMIT or XA
-        ROLLBACK."""
+        ROLLBACK (``end`` given: that one, now)."""
         held = self.held
-        if held is None or held.prepared_round >= self.round or self.rng.random() < 0.3:
-            return  # held over one stop point at least, often more
-        end = self.rng.choice(["COMMIT", "COMMIT", "ROLLBACK"])
+        if held is None:
+            return
+        if end is None:
+            if held.prepared_round >= self.round or self.rng.random() < 0.3:
+                return  # held over one stop point at least, often more
+            end = self.rng.choice(["COMMIT", "COMMIT", "ROLLBACK"])
         self.counts[f"xa_held_{end.lower()}"] = self.counts.get(f"xa_held_{end.lower()}", 0) + 1
         self.sql(f"XA {end} '{held.xid}'", conn=held.conn)
         held.conn.close()
@@ -683,6 +694,7 @@ class RunStats:
     not_reached: int = 0  # failpoints set but not hit before the run completed
     checks: int = 0
     stops: int = 0  # statement-DML stops asserted
+    missing_empty: int = 0  # checks of an empty source table that found no lake table
     covered: int = 0  # statement-DML writes a re-snapshot of their table after them covered
     generations: int = 1  # destinations used (a new one per statement-DML remedy without the option)
 
@@ -779,7 +791,7 @@ class Runs:
             meta.client.stop()
             meta.client.close()
 
-    def statement_stop(self) -> None:
+    def statement_stop(self, commit_held_first: bool = XA_SNAPSHOT_GAP) -> None:
         """The run after a statement-format write to a routed table: it must stop there, naming the
         table, the statement, its ``file:pos`` and the remedy, with the cursor before it; then the
         remedy, until a run completes."""
@@ -814,6 +826,8 @@ class Runs:
             self.complete(on_schema_change={"statement_dml": "resnapshot"})
             return
         # the remedy the message names today: load the tables again under a new destination
+        if commit_held_first and self.w.held is not None:
+            self.w.resolve_held("COMMIT")  # see XA_SNAPSHOT_GAP
         self.generation += 1
         self.stats.generations += 1
         self.routed = set()
@@ -839,7 +853,13 @@ class Runs:
                         problems.append(f"a lake table exists for the shadow table {table}: {target}")
                     continue
                 if not self._exists(target):
-                    problems.append(f"{self.w.db}.{table}: no lake table {target}")
+                    with self.w.conn.cursor() as cur:
+                        cur.execute(f"SELECT count(*) FROM {q(table)}")
+                        rows = int(cur.fetchone()[0])
+                    if rows:  # an empty table a snapshot loaded gets no lake table (noted, not wrong)
+                        problems.append(f"{self.w.db}.{table}: no lake table {target}, {rows} source rows")
+                    else:
+                        self.stats.missing_empty += 1
                     continue
                 self.spark.catalog.refreshTable(target)
                 lake_cols = sorted(c.lower() for c in self.spark.table(target).columns)
