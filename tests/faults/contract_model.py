@@ -61,8 +61,8 @@ from airflow_provider_binlog.lake.verify import verify_table
 ENV_SEED = "BINLOG_CDC_CONTRACT_SEED"
 ENV_ROUNDS = "BINLOG_CDC_CONTRACT_ROUNDS"
 ENV_OPS = "BINLOG_CDC_CONTRACT_OPS"
-#: RENAME TABLE / gh-ost / pt-osc swaps in the mix (off until that work landed: "1" turns them on).
-SWAPS = os.environ.get("BINLOG_CDC_CONTRACT_SWAPS", "0") == "1"
+#: RENAME TABLE / gh-ost / pt-osc swaps in the mix (on since that work landed, c92e338; "0" leaves them out).
+SWAPS = os.environ.get("BINLOG_CDC_CONTRACT_SWAPS", "1") == "1"
 #: the statement-DML remedy by option (off until ``on_schema_change={"statement_dml": "resnapshot"}``
 #: landed): "1" uses it; otherwise the remedy is a new destination with ``snapshot="initial"``.
 STATEMENT_RESNAPSHOT = os.environ.get("BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT", "0") == "1"

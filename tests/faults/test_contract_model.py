@@ -9,9 +9,9 @@ table that was never routed. Details: :mod:`contract_model`.
 
 CI setting: 8 rounds of 10 operations. ``BINLOG_CDC_CONTRACT_SEED`` replays a seed;
 ``BINLOG_CDC_CONTRACT_ROUNDS`` / ``BINLOG_CDC_CONTRACT_OPS`` make a longer run;
-``BINLOG_CDC_CONTRACT_SWAPS=1`` adds RENAME TABLE, gh-ost and pt-osc swaps and
-``BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT=1`` the statement-DML remedy by option (both off until
-that work landed). The seed is printed first and named in every failure.
+``BINLOG_CDC_CONTRACT_SWAPS=0`` leaves out RENAME TABLE, gh-ost and pt-osc swaps (on since that work
+landed); ``BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT=1`` uses the statement-DML remedy by option (off
+until that work landed). The seed is printed first and named in every failure.
 """
 
 from __future__ import annotations
