@@ -60,11 +60,16 @@ exactly once, at the COMMIT (transactions between PREPARE and cursor-to-be are r
 skipped by the lake's marks). A reconnect within a run resumes after the last transaction and
 keeps the converter, prepared rows included.
 
+An ``XA COMMIT`` whose PREPARE was not read (prepared before the point this reader started at: a
+snapshot's handover position, a first start at the head, ``start_from``) stops reading with
+:class:`~.errors.XaPrepareUnseenError` (XID, the commit's ``file:pos``, the remedy) before anything
+at or after it is handed out; an ``XA ROLLBACK`` of such an XID has nothing to apply. Nothing else
+makes a COMMIT of an unseen XID: one prepared and committed before the start has its COMMIT before
+the start too, and a restart resumes at a cursor before every unresolved PREPARE.
+
 Limits: prepared rows are held in memory (XA transactions are usually small); a binlog purged past
 an unresolved PREPARE makes the cursor's file unreadable (a :class:`~.errors.PurgedPositionError`
-then says so); an ``XA COMMIT`` whose PREPARE lies before the destination's first start point
-(prepared before the destination existed) cannot be followed: it is logged as a warning naming the
-XID and position.
+then says so).
 """
 
 from __future__ import annotations
@@ -94,7 +99,12 @@ from airflow_provider_binlog.canal.change import (
     TransactionEnd,
 )
 from airflow_provider_binlog.canal.ddl import parse_ddl
-from airflow_provider_binlog.canal.errors import SchemaMismatchError, StatementDmlError, XaError
+from airflow_provider_binlog.canal.errors import (
+    SchemaMismatchError,
+    StatementDmlError,
+    XaError,
+    XaPrepareUnseenError,
+)
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.statement import routed_dml
@@ -344,15 +354,19 @@ class EntryConverter:
         if rows is None:
             if txn.xa_rows is not None and xid == txn.xa:  # XA COMMIT .. ONE PHASE as a statement
                 rows = txn.xa_rows
-            else:
-                log.warning(
-                    "destination %s: %s of XA transaction %s at %s, whose PREPARE was not read (it lies "
-                    "before this destination's first start point): its rows, if any were routed, "
-                    "are not followed",
-                    self.destination, "XA COMMIT" if commit else "XA ROLLBACK",
-                    xid_text(xid) if xid else "?", event.position,
+            elif not commit:  # a rollback of a PREPARE before the start: nothing was applied
+                log.info(
+                    "destination %s: XA ROLLBACK of XA transaction %s at %s, prepared before this "
+                    "reader's start point: nothing to apply",
+                    self.destination, xid_text(xid) if xid else "?", event.position,
                 )  # fmt: skip
                 rows = []
+            else:  # prepared before the start point: its rows were never read
+                raise XaPrepareUnseenError(
+                    xid_text(xid) if xid else "(no XID in the statement)",
+                    str(event.position),
+                    "was not read (it lies before the point this reader started at)",
+                )
         if not commit:
             rows = []
         fn = file_number(event.file)

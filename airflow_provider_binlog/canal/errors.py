@@ -133,3 +133,33 @@ class StatementDmlError(CanalError):
 class XaError(CanalError):
     """An XA transaction cannot be followed (e.g. its rows were handed out before its PREPARE was
     recognised as one)."""
+
+
+class XaPrepareUnseenError(XaError):
+    """An ``XA COMMIT`` names an XA transaction whose ``XA PREPARE`` (where the server logged its
+    rows) lies before the point this reader started at, and that PREPARE could not be read (the
+    binlog holding it is purged, or none of the server's binlogs holds it). Its rows may have
+    changed routed tables; the lake would miss them, so reading stops before the commit.
+
+    :param xid: the XID as the server writes it (``X'61',X'',1``).
+    :param position: ``file:pos`` of the ``XA COMMIT`` event.
+    :param reason: why the PREPARE could not be read.
+    """
+
+    def __init__(self, xid: str, position: str, reason: str) -> None:
+        self.xid = xid
+        self.position = position
+        self.reason = reason
+        super().__init__(
+            f"XA COMMIT of XA transaction {xid} at {position}: its XA PREPARE, where the server logged "
+            f"its rows, lies before this reader's start point and {reason}, so its rows cannot be "
+            f"applied; nothing at or after {position} was applied and the cursor stays before it "
+            "(every run stops here again: a re-snapshot of single tables with binlog-cdc resnapshot "
+            "leaves the cursor where it is). Remedy: load the routed tables again under a new "
+            f"destination whose snapshot is taken after {position} (destination=<new name>, "
+            'snapshot="initial"), and keep the binlogs until its runs pass the open XA transactions '
+            "(XA RECOVER lists them)."
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.xid, self.position, self.reason))

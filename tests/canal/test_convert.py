@@ -18,7 +18,7 @@ from airflow_provider_binlog.binlog.events_mariadb import MariadbGtidEvent
 from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, TransactionEnd
 from airflow_provider_binlog.canal.convert import EntryConverter
-from airflow_provider_binlog.canal.errors import StatementDmlError
+from airflow_provider_binlog.canal.errors import StatementDmlError, XaPrepareUnseenError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.statement import dml_tables
 
@@ -103,6 +103,22 @@ def test_a_commit_found_by_its_statement_text_and_reset_forgets_prepared() -> No
     f.gtid(13)  # no XA fields on the GTID: the XID comes from the statement
     f.query("XA COMMIT X'62',X'',1")
     assert f.conv.prepared == () and f.ends()[-1].durable
+
+
+def test_a_commit_of_an_xa_prepared_before_the_start_stops_and_a_rollback_applies_nothing() -> None:
+    f = Feed()  # started after the PREPAREs of 'a' and 'b': their rows were never read
+    f.gtid(COMPLETED, b"b")
+    f.query("XA ROLLBACK X'62',X'',1")
+    assert [type(e) for e in f.out] == [TransactionEnd] and f.ends()[0].durable
+    f.gtid(COMPLETED, b"a")
+    with pytest.raises(XaPrepareUnseenError) as info:
+        f.query("XA COMMIT X'61',X'',1")
+    at = f"{FILE}:{f.pos - 40}"
+    assert info.value.xid == "X'61',X'',1" and info.value.position == at
+    text = str(info.value)
+    assert "X'61',X'',1" in text and at in text and 'snapshot="initial"' in text
+    assert len(f.out) == 1  # nothing of the commit was handed out
+    assert pickle.loads(pickle.dumps(info.value)).args == info.value.args
 
 
 def test_statement_dml_on_a_routed_table_becomes_an_entry_inside_its_transaction() -> None:
