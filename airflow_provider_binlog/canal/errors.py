@@ -163,3 +163,15 @@ class XaPrepareUnseenError(XaError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.xid, self.position, self.reason))
+
+
+class SourceUnavailableError(CanalError):
+    """The source stayed unreachable for longer than the reader's reconnect bound; reading stopped.
+
+    :param position: where a reconnect would have resumed (the end of the last complete transaction
+        read); no ack point lies after it, so the cursor stays before it.
+    """
+
+    def __init__(self, message: str, position: str | None = None) -> None:
+        self.position = position
+        super().__init__(message)

@@ -24,6 +24,8 @@ provider's; canal's own nodes are left as canal writes them.
   marks as ``check(epoch, version)`` plus the write, one transaction. An ack that passed
   :meth:`RunningNode.check` just before the session expired, and reaches ZooKeeper after another
   consumer acquired, fails as a whole with :class:`~airflow_provider_binlog.canal.errors.FencedError`.
+* :meth:`RunningNode.release` (from :meth:`RunningNode.close`) is best effort and bounded by
+  ``release_timeout``: a ZooKeeper that does not answer leaves the node to the session's end.
 * A session listener flips a flag on SUSPENDED (connection lost, session maybe alive) and LOST
   (session expired: the ephemeral node is gone and someone else may hold it now); CONNECTED clears
   SUSPENDED (the same session is back; after LOST the node must be acquired again).
@@ -40,6 +42,7 @@ that is being consumed (a new epoch node starts again at version 0).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -55,6 +58,8 @@ from kazoo.security import ACL
 from airflow_provider_binlog.canal.errors import MetaAuthError, MetaError, RunningHeldError, SessionLostError
 from airflow_provider_binlog.canal.meta.base import Fence, client_path
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
+
+log = logging.getLogger(__name__)
 
 
 def describe_holder(holder: dict[str, Any] | None) -> str:
@@ -78,6 +83,8 @@ class RunningNode:
     :param acl: ACL of the nodes (default: the client's default ACL).
     :param reconnect_wait: seconds :meth:`check` waits for a suspended connection to come back
         (default: twice the session timeout, as the meta manager's ``retry_for``).
+    :param release_timeout: seconds :meth:`release` waits for ZooKeeper before it leaves the node
+        to the session's end.
     """
 
     def __init__(
@@ -87,6 +94,7 @@ class RunningNode:
         label: str = "",
         acl: Sequence[ACL] | None = None,
         reconnect_wait: float | None = None,
+        release_timeout: float = 5.0,
     ) -> None:
         self.client = client
         self.identity = identity
@@ -97,6 +105,7 @@ class RunningNode:
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self._reconnect_wait = reconnect_wait
+        self.release_timeout = release_timeout
         self._held = False
         self._suspended = False
         self._lost = False
@@ -282,18 +291,31 @@ class RunningNode:
                 f"{wait:g} s; no ack until it is back"
             )
 
-    def release(self) -> None:
-        """Delete the node if this session holds it (idempotent)."""
+    def release(self, timeout: float | None = None) -> None:
+        """Delete the node if this session holds it (idempotent); best effort and bounded.
+
+        The node is ephemeral: when ZooKeeper does not answer within ``timeout`` (default
+        :attr:`release_timeout`), it goes with the session (closed by the caller, or expired after
+        the session timeout), so a cleanup never waits on a ZooKeeper outage.
+        """
         with self._lock:
             held, self._held = self._held, False
         if not held or self._lost:
             return
+        bound = self.release_timeout if timeout is None else timeout
+        deadline = time.monotonic() + bound
         try:
-            _, stat = self.client.retry(self.client.get, self.path)
+            _, stat = self.client.get_async(self.path).get(timeout=bound)
             if self.client.client_id and stat.ephemeralOwner == self.client.client_id[0]:
-                self.client.retry(self.client.delete, self.path, version=stat.version)
-        except (NoNodeError, KazooException):
-            pass  # the session's end removes it anyway
+                remaining = max(deadline - time.monotonic(), 0.01)
+                self.client.delete_async(self.path, version=stat.version).get(timeout=remaining)
+        except NoNodeError:
+            pass
+        except Exception as exc:  # a timeout, a lost connection: the session's end removes it
+            log.warning(
+                "%s not deleted (%s within %g s); it goes with the ZooKeeper session",
+                self.path, type(exc).__name__, bound,
+            )  # fmt: skip
 
     def close(self) -> None:
         """Release and stop listening to the session."""

@@ -102,7 +102,10 @@ class InstanceConfig:
     :param max_bytes: store capacity in estimated bytes.
     :param reconnect_initial: first reconnect delay in seconds.
     :param reconnect_max: longest reconnect delay.
-    :param reconnect_attempts: give up after this many consecutive failures (``None``: never).
+    :param reconnect_attempts: give up after this many consecutive failures (``None``: no count).
+    :param reconnect_timeout: give up once the source has been unreachable for this many seconds in
+        a row (``None``: no time bound); the consumer then gets a
+        :class:`~.errors.SourceUnavailableError` naming the source, the last error and the position.
     :param schema_history: keep a schema history (needed with ``binlog_row_metadata=MINIMAL``).
     :param idle_end_interval: seconds after which a filtered-out transaction's end is put anyway.
     """
@@ -117,6 +120,7 @@ class InstanceConfig:
     reconnect_initial: float = 0.5
     reconnect_max: float = 30.0
     reconnect_attempts: int | None = None
+    reconnect_timeout: float | None = 300.0
     schema_history: bool = True
     idle_end_interval: float = 1.0
 
@@ -334,7 +338,8 @@ class CanalInstance:
         self.reader = BinlogReader(
             cfg.destination, self.client, self.store, cfg.filter, self.history, converter,
             reconnect_initial=cfg.reconnect_initial, reconnect_max=cfg.reconnect_max,
-            reconnect_attempts=cfg.reconnect_attempts, thread_name=f"canal-{cfg.destination}-{cfg.client_id}",
+            reconnect_attempts=cfg.reconnect_attempts, reconnect_timeout=cfg.reconnect_timeout,
+            thread_name=f"canal-{cfg.destination}-{cfg.client_id}",
         )  # fmt: skip
         self.reader.start(point, self.stop_at)
 

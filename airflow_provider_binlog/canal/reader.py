@@ -8,7 +8,10 @@
   dump after a backoff (``reconnect_initial`` doubling up to ``reconnect_max``) from the end of the
   last complete transaction read (the converter reports it, :meth:`BinlogReader._progress`); the
   converter keeps its state, and entries already put are recognised by their order key and not
-  put twice.
+  put twice. The retries are bounded: once the source has failed for ``reconnect_timeout``
+  seconds (or ``reconnect_attempts`` times) in a row, reading stops with a
+  :class:`~.errors.SourceUnavailableError` naming the source, the last error and the position it
+  would have resumed at. A dump that received events before it failed starts a new count.
 * **Re-read** (:meth:`BinlogReader.reread`): the consumer rolled back past what the store can hand
   out again; the store is reset and the dump restarts from the durable cursor with a fresh
   converter state.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any
 
 from airflow_provider_binlog.binlog.client import ReplicationClient
@@ -29,7 +33,7 @@ from airflow_provider_binlog.binlog.event import Event
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal.change import Entry
 from airflow_provider_binlog.canal.convert import EntryConverter, GtidPosition
-from airflow_provider_binlog.canal.errors import StartPositionError
+from airflow_provider_binlog.canal.errors import SourceUnavailableError, StartPositionError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint
@@ -50,7 +54,9 @@ class BinlogReader:
     :param converter: the event -> entry converter; its sink and progress are set here.
     :param reconnect_initial: first reconnect delay in seconds.
     :param reconnect_max: longest reconnect delay.
-    :param reconnect_attempts: give up after this many consecutive failures (``None``: never).
+    :param reconnect_attempts: give up after this many consecutive failures (``None``: no count).
+    :param reconnect_timeout: give up once the source has failed for this many seconds in a row
+        (``None``: no time bound). With neither bound the reader retries for ever.
     :param thread_name: the thread's name.
     """
 
@@ -65,6 +71,7 @@ class BinlogReader:
         reconnect_initial: float = 0.5,
         reconnect_max: float = 30.0,
         reconnect_attempts: int | None = None,
+        reconnect_timeout: float | None = None,
         thread_name: str | None = None,
     ) -> None:
         self.destination = destination
@@ -78,6 +85,7 @@ class BinlogReader:
         self.reconnect_initial = reconnect_initial
         self.reconnect_max = reconnect_max
         self.reconnect_attempts = reconnect_attempts
+        self.reconnect_timeout = reconnect_timeout
         self.thread_name = thread_name or f"canal-{destination}"
         self.stop_at: BinlogPosition | None = None
         self.reconnects = 0
@@ -93,6 +101,7 @@ class BinlogReader:
         self._skip_through: tuple[int, int, int, int] | None = None
         self._last_put: tuple[int, int, int, int] | None = None
         self._generation = 0
+        self._received = False  # the current dump received an event (resets the failure count)
 
     # ------------------------------------------------------------------ control
 
@@ -152,6 +161,7 @@ class BinlogReader:
     def _run(self) -> None:
         attempt = 0
         delay = self.reconnect_initial
+        failing_since: float | None = None
         try:
             while not self._stop.is_set():
                 with self._lock:
@@ -162,6 +172,7 @@ class BinlogReader:
                 assert point is not None
                 if fresh is not None:
                     self.converter.reset(fresh[0])
+                self._received = False
                 try:
                     self._read(point)
                     if self._restart.is_set():
@@ -174,22 +185,26 @@ class BinlogReader:
                         break
                     if self._restart.is_set():
                         continue
+                    now = time.monotonic()
+                    if self._received or failing_since is None:  # a new outage
+                        attempt, delay, failing_since = 0, self.reconnect_initial, now
                     attempt += 1
                     self.reconnects += 1
-                    limit = self.reconnect_attempts
-                    if limit is not None and attempt > limit:
-                        raise
+                    wait = self._reconnect_wait(exc, attempt, delay, now - failing_since)
                     log.warning(
                         "destination %s: %s; reconnecting in %.1fs (attempt %d)",
-                        self.destination, exc, delay, attempt,
+                        self.destination, exc, wait, attempt,
                     )  # fmt: skip
-                    if self._stop.wait(delay):
+                    if self._stop.wait(wait):
                         break
                     delay = min(delay * 2, self.reconnect_max)
                     continue
-                attempt = 0
         except PurgedBinlogError as exc:
             self.error = StartPositionError(str(exc))
+        except SourceUnavailableError as exc:
+            if not self.store.closed:
+                self.error = exc
+                log.error("destination %s: reading stopped: %s", self.destination, exc)
         except Exception as exc:
             if not self.store.closed:
                 self.error = unreadable(exc, self.destination, self.client, self._resume) or exc
@@ -198,6 +213,30 @@ class BinlogReader:
             self.finished = True
             with contextlib.suppress(Exception):
                 self.store.flush()
+
+    def _reconnect_wait(self, exc: ConnectionLostError, attempt: int, delay: float, failing: float) -> float:
+        """The delay before the next attempt, or raise :class:`SourceUnavailableError` when a bound
+        is reached (``failing``: seconds since the outage began)."""
+        limit, timeout = self.reconnect_attempts, self.reconnect_timeout
+        over = (limit is not None and attempt > limit) or (timeout is not None and failing >= timeout)
+        if not over:
+            return delay if timeout is None else max(0.0, min(delay, timeout - failing))
+        resume = self._resume
+        where = resume.position if resume is not None and resume.position is not None else resume
+        origin = getattr(self.client.config, "origin", "")
+        source = f"{self.client.config.address}{f' ({origin})' if origin else ''}"
+        tries = attempt - 1
+        bound = [f"{failing:.0f} s"]
+        if tries:
+            bound.append(f"{tries} reconnect attempt{'s' if tries > 1 else ''}")
+        raise SourceUnavailableError(
+            f"destination {self.destination}: the source {source} was unreachable for "
+            f"{' and '.join(bound)} (reconnect_timeout={timeout if timeout is not None else 'none'}, "
+            f"reconnect_attempts={limit if limit is not None else 'none'}); last error: {exc}. Reading "
+            f"stopped at {where} (the end of the last complete transaction read): the cursor does not "
+            "move past it, and the next run resumes from the cursor",
+            str(where) if where is not None else None,
+        ) from None
 
     def _read(self, point: StartPoint) -> None:
         stream = self.client.dump(
@@ -229,6 +268,7 @@ class BinlogReader:
             for event in stream:
                 if stop.is_set() or restart.is_set():
                     return
+                self._received = True
                 handle(event)
             if not restart.is_set():
                 converter.finish()

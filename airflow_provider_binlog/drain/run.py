@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow_provider_binlog.drain.collector import CollectorPause
@@ -56,6 +56,10 @@ class RunSettings:
     :param snapshot: ``never``, ``initial`` or ``when_needed``.
     :param snapshot_chunk_size: rows per snapshot chunk.
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
+    :param reconnect_timeout: seconds the source may stay unreachable mid-run before the run fails
+        with :class:`~..canal.errors.SourceUnavailableError` (the last error and the position; the
+        cursor stays where the lake is); ``None``: retry for ever. The run sets it on its instance.
+    :param reconnect_attempts: also fail after this many reconnect attempts in a row (``None``: no count).
     """
 
     run_id: str = "manual"
@@ -66,6 +70,8 @@ class RunSettings:
     snapshot: str = "never"
     snapshot_chunk_size: int = 50_000
     stop_spark: bool = True
+    reconnect_timeout: float | None = 300.0
+    reconnect_attempts: int | None = None
 
     def __post_init__(self) -> None:
         if self.snapshot not in SNAPSHOT_MODES:
@@ -114,6 +120,12 @@ class Drain:
         on_schema_change: str | Mapping[str, str] | None = None,
         report: Report = log_report,
     ) -> None:
+        # the run's reconnect bound is its instance's (not subscribed yet: the reader reads it at start)
+        instance.config = replace(
+            instance.config,
+            reconnect_timeout=settings.reconnect_timeout,
+            reconnect_attempts=settings.reconnect_attempts,
+        )
         self.instance = instance
         self.routes = routes
         self.settings = settings

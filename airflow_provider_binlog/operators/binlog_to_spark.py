@@ -86,6 +86,11 @@ class BinlogToSparkOperator(BaseOperator):
         snapshot resumes) or ``when_needed`` (also snapshot tables added later and, when the
         cursor's binlog was purged, every table again from a new start).
     :param snapshot_chunk_size: rows per snapshot chunk.
+    :param reconnect_timeout: seconds the source may stay unreachable mid-run (the reader reconnects
+        with backoff meanwhile) before the task fails with ``SourceUnavailableError`` naming the
+        source, the last error and the position; the cursor stays where the lake is. ``None``:
+        reconnect for ever.
+    :param reconnect_attempts: also fail after this many reconnect attempts in a row (``None``: no count).
     """
 
     #: seconds between progress lines in the task log (read, in the lake, merging, lag)
@@ -124,6 +129,8 @@ class BinlogToSparkOperator(BaseOperator):
         stop_spark: bool = True,
         snapshot: str = "never",
         snapshot_chunk_size: int = 50_000,
+        reconnect_timeout: float | None = 300.0,
+        reconnect_attempts: int | None = None,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and isinstance(tables, Mapping):
@@ -158,6 +165,8 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {snapshot!r}")
         self.snapshot = snapshot
         self.snapshot_chunk_size = snapshot_chunk_size
+        self.reconnect_timeout = reconnect_timeout
+        self.reconnect_attempts = reconnect_attempts
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -218,6 +227,7 @@ class BinlogToSparkOperator(BaseOperator):
             run_id=run_id, label=label, try_number=ti.try_number, limits=limits,
             running_timeout=self.running_timeout, snapshot=self.snapshot,
             snapshot_chunk_size=self.snapshot_chunk_size, stop_spark=self.stop_spark,
+            reconnect_timeout=self.reconnect_timeout, reconnect_attempts=self.reconnect_attempts,
         )  # fmt: skip
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
         try:
