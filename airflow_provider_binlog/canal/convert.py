@@ -61,11 +61,17 @@ skipped by the lake's marks). A reconnect within a run resumes after the last tr
 keeps the converter, prepared rows included.
 
 An ``XA COMMIT`` whose PREPARE was not read (prepared before the point this reader started at: a
-snapshot's handover position, a first start at the head, ``start_from``) stops reading with
-:class:`~.errors.XaPrepareUnseenError` (XID, the commit's ``file:pos``, the remedy) before anything
-at or after it is handed out; an ``XA ROLLBACK`` of such an XID has nothing to apply. Nothing else
-makes a COMMIT of an unseen XID: one prepared and committed before the start has its COMMIT before
-the start too, and a restart resumes at a cursor before every unresolved PREPARE.
+snapshot's handover position, a first start at the head, ``start_from``) makes the converter ask
+its ``lookback`` (:class:`~.xa_lookback.XaLookback`, set by the reader) for that PREPARE group in
+the binlogs before the first transaction it read; the group's rows, converted with the same filter
+and the schema history at their position, are released at the COMMIT's place as if they had been
+held. When the PREPARE cannot be found (purged, or the search's time bound ran out), reading stops
+with :class:`~.errors.XaPrepareUnseenError` (XID, the commit's ``file:pos``, the remedy) before
+anything at or after the commit is handed out. An ``XA ROLLBACK`` of such an XID has nothing to
+apply. Nothing else makes a COMMIT of an unseen XID: one prepared and committed before the start
+has its COMMIT before the start too, and a restart resumes at a cursor before every PREPARE it has
+not seen resolved, or (a cursor a converter without that PREPARE moved) after the start point the
+lookback searches back from again.
 
 Limits: prepared rows are held in memory (XA transactions are usually small); a binlog purged past
 an unresolved PREPARE makes the cursor's file unreadable (a :class:`~.errors.PurgedPositionError`
@@ -145,12 +151,17 @@ class _Txn:
     completes: XaId | None = None  # the XA transaction an XA COMMIT/ROLLBACK group resolves
 
 
-def _xid_of(sql: str) -> XaId | None:
+def xa_id_of_statement(sql: str) -> XaId | None:
     """The XID in a statement as the server logs it (``XA COMMIT X'61',X'',1``)."""
     m = _XID_TEXT.search(sql)
     if m is None:
         return None
     return int(m.group(3)), bytes.fromhex(m.group(1)), bytes.fromhex(m.group(2))
+
+
+Lookback = Callable[[XaId, BinlogPosition], "list[Held] | str"]
+"""``lookback(xid, before)``: the held entries of ``xid``'s PREPARE group found in the binlogs before
+``before``, or why it was not found (:class:`~.xa_lookback.XaLookback`)."""
 
 
 def xid_text(xid: XaId) -> str:
@@ -173,6 +184,8 @@ class EntryConverter:
     :param idle_end_interval: seconds after which a filtered-out transaction's end is emitted anyway.
     :param gtid_position: the GTID position before the first event fed.
     :param clock: a monotonic clock (for the idle end).
+    :param lookback: finds the PREPARE of an XA transaction committed after the start point and
+        prepared before it (``None``: such a commit stops reading).
     """
 
     def __init__(
@@ -185,6 +198,7 @@ class EntryConverter:
         idle_end_interval: float = 1.0,
         gtid_position: GtidPosition | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lookback: Lookback | None = None,
     ) -> None:
         self.destination = destination
         self.filter = filter
@@ -194,6 +208,7 @@ class EntryConverter:
         self.idle_end_interval = idle_end_interval
         self.gtid_position = gtid_position
         self.clock = clock
+        self.lookback = lookback
         self.caught_up = False  # a heartbeat came: the reader waits at the server's head
         self.last_event_ts = 0  # header timestamp of the last event read
         self._txn = _Txn()
@@ -202,6 +217,7 @@ class EntryConverter:
         self._unknown_warned: set[int] = set()
         self._gaps = FileGapCheck()
         self._prepared: dict[XaId, list[Held]] = {}  # unresolved XA PREPAREs, oldest first
+        self._read_from: BinlogPosition | None = None  # the first transaction read since the reset
 
     # ------------------------------------------------------------------ stream boundaries
 
@@ -216,12 +232,17 @@ class EntryConverter:
         transactions included: they lie after the cursor and are read again)."""
         self.begin_stream()
         self._prepared = {}
+        self._read_from = None
         self.gtid_position = gtid_position
 
     @property
     def prepared(self) -> tuple[XaId, ...]:
         """The XA transactions prepared and not resolved yet, oldest first."""
         return tuple(self._prepared)
+
+    def held(self, xid: XaId) -> list[Held]:
+        """What the prepared XA transaction ``xid`` holds (its rows, in order; empty if unknown)."""
+        return list(self._prepared.get(xid, ()))
 
     def finish(self) -> None:
         """The dump reached its stop position: emit a held transaction end."""
@@ -254,9 +275,11 @@ class EntryConverter:
             txn.start = event.position
             txn.has_rows = False
             txn.commit_ts = body.immediate_commit_timestamp // 1_000_000
+            self._read_from = self._read_from or event.position
         elif isinstance(body, MariadbGtidEvent):
             txn.gtid = str(body.gtid)
             txn.open = not body.standalone
+            self._read_from = self._read_from or event.position
             txn.start = event.position if txn.open else None
             self._gaps.gtid(body)
             txn.has_rows = False
@@ -349,7 +372,7 @@ class EntryConverter:
     def _xa_resolve(self, event: Event, sql: str, commit: bool) -> None:
         """``XA COMMIT`` / ``XA ROLLBACK`` of a prepared transaction (its group's last event)."""
         txn = self._txn
-        xid = txn.completes or _xid_of(sql)
+        xid = txn.completes or xa_id_of_statement(sql)
         rows = self._prepared.pop(xid, None) if xid is not None else None
         if rows is None:
             if txn.xa_rows is not None and xid == txn.xa:  # XA COMMIT .. ONE PHASE as a statement
@@ -361,12 +384,8 @@ class EntryConverter:
                     self.destination, xid_text(xid) if xid else "?", event.position,
                 )  # fmt: skip
                 rows = []
-            else:  # prepared before the start point: its rows were never read
-                raise XaPrepareUnseenError(
-                    xid_text(xid) if xid else "(no XID in the statement)",
-                    str(event.position),
-                    "was not read (it lies before the point this reader started at)",
-                )
+            else:  # prepared before the start point: its rows were never read; look back for them
+                rows = self._look_back(event, xid)
         if not commit:
             rows = []
         fn = file_number(event.file)
@@ -405,6 +424,20 @@ class EntryConverter:
         txn.has_rows = bool(out)
         self._end(event, len(out))
 
+    def _look_back(self, event: Event, xid: XaId | None) -> list[Held]:
+        """The rows of an XA transaction committed at ``event`` and prepared before this reader's
+        start point, from the binlogs before it; or :class:`~.errors.XaPrepareUnseenError`."""
+        shown = xid_text(xid) if xid else "(no XID in the statement)"
+        if xid is None or self.lookback is None:
+            reason = "was not read (it lies before the point this reader started at)"
+        else:
+            before = min(self._read_from or event.position, self._txn.start or event.position, event.position)
+            found = self.lookback(xid, before)
+            if not isinstance(found, str):
+                return found
+            reason = found
+        raise XaPrepareUnseenError(shown, str(event.position), reason)
+
     def _close(self, end: TransactionEnd, had_rows: bool) -> None:
         """Emit a transaction's end now, or hold it while nothing routed was emitted lately."""
         if had_rows or self.clock() - self._last_emit >= self.idle_end_interval:
@@ -431,7 +464,7 @@ class EntryConverter:
             txn.open = True
             txn.start = txn.start or event.position
             if verb in ("START", "BEGIN") and txn.xa is None:  # MySQL: the group is an XA one
-                txn.xa, txn.xa_rows = _xid_of(sql) or (0, b"", b""), []
+                txn.xa, txn.xa_rows = xa_id_of_statement(sql) or (0, b"", b""), []
             return
         if upper.startswith("COMMIT") or upper.startswith("ROLLBACK"):
             self._end(event)

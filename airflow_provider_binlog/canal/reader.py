@@ -39,6 +39,7 @@ from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint
 from airflow_provider_binlog.canal.store import EventStore, StoreResetError
 from airflow_provider_binlog.canal.unreadable import unreadable
+from airflow_provider_binlog.canal.xa_lookback import XaLookback
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class BinlogReader:
         self.converter = converter
         converter.sink = self._put
         converter.progress = self._progress
+        if converter.lookback is None:  # XA prepared before the start point, committed after it
+            converter.lookback = XaLookback(destination, client, filter, history)
         self.reconnect_initial = reconnect_initial
         self.reconnect_max = reconnect_max
         self.reconnect_attempts = reconnect_attempts

@@ -371,3 +371,96 @@ def test_randomized_xa_and_normal_transactions_across_runs(mariadb: Any, table: 
             with contextlib.suppress(pymysql.err.MySQLError), conn.cursor() as cur:
                 cur.execute(f"XA ROLLBACK '{xid}'")
             conn.close()
+
+
+# ---------------------------------------------------------------- XA prepared before the start point
+
+
+def _prepare(conn: Any, xid: str, *stmts: str) -> None:
+    with conn.cursor() as cur:
+        for stmt in (f"XA START '{xid}'", *stmts, f"XA END '{xid}'", f"XA PREPARE '{xid}'"):
+            cur.execute(stmt)
+
+
+def test_xa_prepared_before_the_start_and_committed_after_it_arrives_once(mariadb: Any, table: str) -> None:
+    """A destination first started at the head while XA transactions are prepared: the COMMIT's
+    rows are read back from the PREPARE (in an earlier binlog file too) and arrive once; a rollback
+    of one applies nothing; one touching only an unrouted table makes no entry and no stop; one
+    prepared AND committed before the start is never read."""
+    include = f"{table}\\.t"
+    mariadb.execute(f"INSERT INTO `{table}`.t VALUES (1, 1), (2, 2)")
+    done = connect(mariadb, table)  # prepared and committed before the start: its COMMIT is too
+    _prepare(done, "q", "INSERT INTO t VALUES (7, 7)")
+    with done.cursor() as cur:
+        cur.execute("XA COMMIT 'q'")
+    early = connect(mariadb, table)  # an XID used before: the last PREPARE before the start counts
+    _prepare(early, "p", "INSERT INTO t VALUES (8, 8)")
+    with early.cursor() as cur:
+        cur.execute("XA ROLLBACK 'p'")
+    xa, gone, other = connect(mariadb, table), connect(mariadb, table), connect(mariadb, table)
+    _prepare(xa, "p", "INSERT INTO t VALUES (10, 10)", "UPDATE t SET v = 11 WHERE id = 1")
+    mariadb.execute("FLUSH BINARY LOGS")  # the start point's file holds neither PREPARE of 'p'
+    _prepare(gone, "r", "INSERT INTO t VALUES (20, 20)")
+    _prepare(other, "u", "INSERT INTO u VALUES (1, 1)")
+    mariadb.execute(f"INSERT INTO `{table}`.t VALUES (3, 3)")
+    start = head(mariadb)  # a first start at the head: every PREPARE above lies before it
+
+    meta = MemoryMetaManager()
+    lake = Lake()
+    lake.rows = {1: 1, 2: 2, 3: 3, 7: 7}  # what a snapshot at the start would have loaded
+    mariadb.execute(f"DELETE FROM `{table}`.t WHERE id = 2")
+    for conn, stmt in ((xa, "XA COMMIT 'p'"), (gone, "XA ROLLBACK 'r'"), (other, "XA COMMIT 'u'")):
+        with conn.cursor() as cur:
+            cur.execute(stmt)
+    mariadb.execute(f"INSERT INTO `{table}`.t VALUES (4, 4)")
+    got = run(mariadb, include, meta, start)
+    lake.apply(got)
+    assert lake.rows == source_rows(mariadb, table) == {1: 11, 3: 3, 4: 4, 7: 7, 10: 10}
+    changes = [(e.op.value, e.after) for e in got if isinstance(e, RowChange)]
+    assert changes == [
+        ("delete", None),
+        ("insert", {"id": 10, "v": 10}),  # at 'p''s XA COMMIT, not 8 of the earlier 'p'
+        ("update", {"id": 1, "v": 11}),
+        ("insert", {"id": 4, "v": 4}),
+    ]
+    keys = [e.order_key for e in got]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert all(e.position >= start for e in got)
+    again = run(mariadb, include, meta, start)  # the cursor moved past the commit: nothing twice
+    assert not [e for e in again if isinstance(e, RowChange)]
+    cursor, _ = meta.get_cursor(make(mariadb, include, meta, start).identity)
+    assert cursor is not None and cursor.binlog_position is not None
+    xa_rows = [e for e in got if isinstance(e, RowChange) and e.after and e.after["id"] in (1, 10)]
+    assert cursor.binlog_position > xa_rows[-1].position  # past the XA COMMIT: never read again
+
+
+def test_xa_commit_whose_prepare_is_not_found_stops_before_it(mariadb: Any, table: str) -> None:
+    """The lookback against the server's binlogs: an XID no binlog holds a PREPARE of is a reason;
+    the converter then stops with XaPrepareUnseenError and hands out nothing of the commit."""
+    from airflow_provider_binlog.canal.convert import EntryConverter
+    from airflow_provider_binlog.canal.errors import XaPrepareUnseenError
+    from airflow_provider_binlog.canal.xa_lookback import XaLookback
+
+    xa = connect(mariadb, table)
+    _prepare(xa, "f", "INSERT INTO t VALUES (1, 1)")
+    start = head(mariadb)
+    client = ReplicationClient(source(mariadb))
+    look = XaLookback("d", client, TableFilter(include=f"{table}\\.t"), None)
+    found = look((0, b"f", b""), start)  # format id 0: never prepared (the server's default is 1)
+    assert isinstance(found, str) and "none of the binlogs" in found and str(start) in found
+    held = look((1, b"f", b""), start)
+    assert not isinstance(held, str)
+    rows = [(e.op.value, e.after) for e in held if isinstance(e, RowChange)]
+    assert rows == [("insert", {"id": 1, "v": 1})]
+    out: list[Entry] = []
+    conv = EntryConverter(
+        "d", TableFilter(include=f"{table}\\.t"), lambda e, size: out.extend(e),
+        lookback=lambda xid, before: "the binlog holding it was purged",
+    )  # fmt: skip
+    with xa.cursor() as cur:
+        cur.execute("XA COMMIT 'f'")
+    with pytest.raises(XaPrepareUnseenError) as info, client.dump(start, stop_at=head(mariadb)) as stream:
+        for event in stream:
+            conv.handle(event)
+    assert info.value.xid == "X'66',X'',1" and "purged" in str(info.value)
+    assert not [e for e in out if isinstance(e, RowChange)]
