@@ -29,7 +29,7 @@ from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.reconcile import reconcile
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
-from airflow_provider_binlog.drain.source import known_routes, stop_point
+from airflow_provider_binlog.drain.source import Retention, known_routes, retention_headroom, stop_point
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
@@ -60,6 +60,9 @@ class RunSettings:
         with :class:`~..canal.errors.SourceUnavailableError` (the last error and the position; the
         cursor stays where the lake is); ``None``: retry for ever. The run sets it on its instance.
     :param reconnect_attempts: also fail after this many reconnect attempts in a row (``None``: no count).
+    :param retention_headroom: warn at the start of the run when the cursor's binlog file may be
+        purged (by the server's age-based retention) within this fraction of the retention; the
+        numbers go to the summary's ``retention`` (see :func:`.source.retention_headroom`).
     """
 
     run_id: str = "manual"
@@ -72,8 +75,13 @@ class RunSettings:
     stop_spark: bool = True
     reconnect_timeout: float | None = 300.0
     reconnect_attempts: int | None = None
+    retention_headroom: float = 0.25
 
     def __post_init__(self) -> None:
+        if not 0 <= self.retention_headroom <= 1:
+            raise ValueError(
+                f"retention_headroom is a fraction of the retention (0..1), not {self.retention_headroom!r}"
+            )
         if self.snapshot not in SNAPSHOT_MODES:
             raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {self.snapshot!r}")
 
@@ -139,6 +147,7 @@ class Drain:
         self.session: Future[Any] | None = None  # Spark's start in the committer thread
         self.starting: Future[ChangeMerger] | None = None  # then the merger's
         self.loop: ChunkLoop | None = None
+        self.retention: Retention | None = None  # the cursor file's headroom, checked at the start
 
     def _make_merger(self) -> ChangeMerger:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
@@ -188,6 +197,7 @@ class Drain:
                 logging.INFO,
                 f"destination {self.destination}: reading {point} .. {stop} (start: {point.reason})",
             )
+            self.retention = self._check_retention(point)
             instance.meta.record_run(
                 instance.identity, settings.run_id, state="running", start=str(point), stop=str(stop),
                 try_number=settings.try_number, label=settings.label,
@@ -208,6 +218,26 @@ class Drain:
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
             collector.__exit__()
             self._close()
+
+    def _check_retention(self, point: Any) -> Retention | None:
+        """Report how far the start's binlog file is from being purged (a warning within the
+        configured headroom); a failed check is reported and does not stop the run."""
+        if point.position is None:
+            return None
+        try:
+            retention = retention_headroom(
+                self.instance.client, self.connect, self.destination, point.position.file,
+                self.settings.retention_headroom,
+            )  # fmt: skip
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: cannot check the binlog retention: "
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
+        self.report(logging.WARNING if retention.warn else logging.INFO, retention.describe())
+        return retention
 
     def _resnapshot(self, exc: Any) -> Any:
         """Re-snapshot the table of a :class:`~..canal.operations.ResnapshotNeeded` (on the loop's
@@ -248,6 +278,8 @@ class Drain:
             "tables": loop.totals,
             "timings": {k: round(v, 3) for k, v in timings.items()},
         }
+        if self.retention is not None:
+            summary["retention"] = self.retention.as_dict()
         if loop.resnapshots:
             summary["resnapshots"] = [r.as_dict() for r in loop.resnapshots]
         instance.meta.record_run(

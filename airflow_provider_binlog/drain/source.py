@@ -1,8 +1,13 @@
-"""What a run asks the source before it drains: where to stop, and which tables its routes match."""
+"""What a run asks the source before it drains: where to stop, which tables its routes match, and
+how far the cursor's binlog file is from being purged (:func:`retention_headroom`)."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,3 +58,181 @@ def known_routes(connect: Callable[[], Any], routes: Routes) -> dict[str, str]:
     finally:
         conn.close()
     return known
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long the server keeps a destination's cursor file (see :func:`retention_headroom`).
+
+    :param destination: for the message.
+    :param file: the binlog file the run starts reading in.
+    :param retention_seconds: the server's age-based retention (``None``: it purges nothing by age).
+    :param oldest: the oldest binlog file on the server.
+    :param head: the file the server writes now (never purged).
+    :param closed_at: unix time ``file`` was closed: when the next file began (``None``: ``file``
+        is the active one, or the next file's start could not be read).
+    :param headroom_seconds: seconds until ``file`` is old enough to be purged (``closed_at`` plus
+        the retention, minus now; negative: it goes at the server's next rotation or purge).
+    :param warn_below: the headroom under which a run warns.
+    """
+
+    destination: str
+    file: str
+    retention_seconds: float | None
+    oldest: str | None
+    head: str | None
+    closed_at: float | None
+    headroom_seconds: float | None
+    warn_below: float | None
+
+    @property
+    def warn(self) -> bool:
+        """The cursor's file is within the configured headroom of being purged."""
+        if self.headroom_seconds is None or self.warn_below is None:
+            return False
+        return self.headroom_seconds < self.warn_below
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run summary's ``retention`` entry."""
+
+        def rounded(v: float | None) -> float | None:
+            return None if v is None else round(v, 1)
+
+        return {
+            "file": self.file,
+            "oldest": self.oldest,
+            "head": self.head,
+            "retention_seconds": rounded(self.retention_seconds),
+            "closed_at": _iso(self.closed_at) if self.closed_at is not None else None,
+            "headroom_seconds": rounded(self.headroom_seconds),
+            "warn_below_seconds": rounded(self.warn_below),
+            "warning": self.warn,
+        }
+
+    def describe(self) -> str:
+        """One line for the task log: the numbers, and when :attr:`warn`, what to do."""
+        head = f"destination {self.destination}: the cursor's binlog {self.file}"
+        if self.retention_seconds is None:
+            return f"{head}: the server purges no binlog by age (binlog_expire_logs_seconds=0)"
+        if self.headroom_seconds is None:
+            why = "is the one the server writes now" if self.file == self.head else "has an unknown age"
+            return f"{head} {why}; retention {_span(self.retention_seconds)}"
+        assert self.closed_at is not None and self.warn_below is not None
+        when = (
+            f"may be purged in {_span(self.headroom_seconds)}"
+            if self.headroom_seconds >= 0
+            else f"is {_span(-self.headroom_seconds)} past the retention and goes at the server's next "
+            "rotation or purge"
+        )
+        line = (
+            f"{head} (closed {_iso(self.closed_at)}, oldest {self.oldest}, head {self.head}) {when}; "
+            f"retention {_span(self.retention_seconds)}, warning below {_span(self.warn_below)}"
+        )
+        if self.warn:
+            line += (
+                ". Runs are falling behind the server's binlog retention: run the destination more "
+                "often or raise binlog_expire_logs_seconds; once the file is purged, the next run "
+                'fails and needs a new snapshot (snapshot="when_needed")'
+            )
+        return line
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def _variable(conn: Any, name: str) -> Any:
+    """``@@name``, or ``None`` where the server has no such variable."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT @@{name}")  # name: one of the constants below
+            row = cur.fetchone()
+    except pymysql.err.MySQLError:
+        return None
+    return row[0] if row else None
+
+
+def retention_seconds(connect: Callable[[], Any]) -> float | None:
+    """The server's age-based binlog retention in seconds (``None``: it purges nothing by age):
+    ``binlog_expire_logs_seconds`` (MySQL 8, MariaDB 10.6+), else ``expire_logs_days``; MySQL's
+    ``binlog_expire_logs_auto_purge=OFF`` turns it off.
+
+    :param connect: opens a plain autocommit connection to the source (closed here).
+    """
+    conn = connect()
+    try:
+        if str(_variable(conn, "binlog_expire_logs_auto_purge")) in ("0", "OFF"):
+            return None
+        seconds = _variable(conn, "binlog_expire_logs_seconds")
+        if seconds is not None and float(seconds) > 0:
+            return float(seconds)
+        days = _variable(conn, "expire_logs_days")
+        if days is not None and float(days) > 0:
+            return float(days) * 86400
+        return None
+    finally:
+        conn.close()
+
+
+def _file_start(client: Any, file: str) -> float | None:
+    """Unix time ``file`` began: its FORMAT_DESCRIPTION event's timestamp (read by a short
+    non-blocking dump with a server id of its own); ``None`` when it cannot be read."""
+    from airflow_provider_binlog.binlog.constants import EventType
+    from airflow_provider_binlog.binlog.position import BinlogPosition
+    from airflow_provider_binlog.canal.start import side_client
+
+    fde, start = EventType.FORMAT_DESCRIPTION_EVENT, BinlogPosition(file, 4)
+    with contextlib.suppress(Exception), side_client(client).dump(start, blocking=False) as s:
+        for n, event in enumerate(s):
+            if event.header.type_code == fde and event.header.timestamp:
+                return float(event.header.timestamp)
+            if n >= 4:
+                break
+    return None
+
+
+def retention_headroom(
+    client: Any,
+    connect: Callable[[], Any],
+    destination: str,
+    file: str,
+    fraction: float = 0.25,
+    now: float | None = None,
+) -> Retention:
+    """How long until the binlog ``file`` (the cursor's) may be purged by age.
+
+    A file is purged by age once it is older than the retention; its age counts from its last
+    write, i.e. from when the next file began (the next file's FORMAT_DESCRIPTION timestamp). The
+    file the server writes now is never purged.
+
+    :param client: a :class:`~..binlog.client.ReplicationClient` of the source.
+    :param connect: opens a plain autocommit connection to the source.
+    :param destination: for the message.
+    :param file: the cursor's binlog file.
+    :param fraction: warn when the headroom is below this fraction of the retention.
+    :param now: the current unix time (default: the clock).
+    """
+    retention = retention_seconds(connect)
+    names = [name for name, _ in client.binlog_files()]
+    oldest, head = (names[0], names[-1]) if names else (None, None)
+    closed_at = headroom = warn_below = None
+    if retention is not None:
+        warn_below = fraction * retention
+        later = names[names.index(file) + 1 :] if file in names else []
+        if later:
+            closed_at = _file_start(client, later[0])
+            if closed_at is not None:
+                headroom = closed_at + retention - (time.time() if now is None else now)
+    return Retention(destination, file, retention, oldest, head, closed_at, headroom, warn_below)

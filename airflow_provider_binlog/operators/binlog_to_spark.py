@@ -91,6 +91,9 @@ class BinlogToSparkOperator(BaseOperator):
         source, the last error and the position; the cursor stays where the lake is. ``None``:
         reconnect for ever.
     :param reconnect_attempts: also fail after this many reconnect attempts in a row (``None``: no count).
+    :param retention_headroom: warn in the task log when the cursor's binlog file may be purged by
+        the server's retention (``binlog_expire_logs_seconds``) within this fraction of the
+        retention (default a quarter); the numbers are in the summary's ``retention``.
     """
 
     #: seconds between progress lines in the task log (read, in the lake, merging, lag)
@@ -131,6 +134,7 @@ class BinlogToSparkOperator(BaseOperator):
         snapshot_chunk_size: int = 50_000,
         reconnect_timeout: float | None = 300.0,
         reconnect_attempts: int | None = None,
+        retention_headroom: float = 0.25,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and isinstance(tables, Mapping):
@@ -167,6 +171,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.snapshot_chunk_size = snapshot_chunk_size
         self.reconnect_timeout = reconnect_timeout
         self.reconnect_attempts = reconnect_attempts
+        self.retention_headroom = retention_headroom
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -228,6 +233,7 @@ class BinlogToSparkOperator(BaseOperator):
             running_timeout=self.running_timeout, snapshot=self.snapshot,
             snapshot_chunk_size=self.snapshot_chunk_size, stop_spark=self.stop_spark,
             reconnect_timeout=self.reconnect_timeout, reconnect_attempts=self.reconnect_attempts,
+            retention_headroom=self.retention_headroom,
         )  # fmt: skip
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
         try:
