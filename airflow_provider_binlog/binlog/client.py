@@ -183,8 +183,19 @@ class ReplicationClient:
                 autocommit=True,
                 charset="utf8mb4",
             )
-        except pymysql.err.MySQLError as exc:
+        except (pymysql.err.MySQLError, OSError) as exc:  # OSError: TLS (ssl.SSLError), CA files
             raise self._translate(exc, None) from None
+
+    def connect(self, read_timeout: float | None = None) -> pymysql.Connection:
+        """A plain autocommit ``utf8mb4`` connection to the source (for SELECTs); failures raise
+        this package's errors, naming the address and :attr:`ReplicationConfig.origin`."""
+        return self._connect(read_timeout)
+
+    @property
+    def _source(self) -> str:
+        """``host:port (connection 'id')`` for messages."""
+        origin = self.config.origin
+        return f"{self.config.address} ({origin})" if origin else self.config.address
 
     def _translate(
         self, exc: BaseException, position: BinlogPosition | None, requested: str = ""
@@ -196,7 +207,9 @@ class ReplicationClient:
         if self.config.password:
             text = text.replace(self.config.password, "***")
         if not isinstance(code, int):
-            return ConnectionLostError(f"connection to {self.config.address} lost: {text}", position)
+            if isinstance(exc, OSError) and position is None:
+                return ConnectionLostError(f"cannot connect to {self._source}: {type(exc).__name__}: {text}")
+            return ConnectionLostError(f"connection to {self._source} lost: {text}", position)
         if code in (ER_ACCESS_DENIED, ER_ACCESS_DENIED_NO_PASSWORD):
             fix = f"; check the user and password of {self.config.origin}" if self.config.origin else ""
             return AuthenticationError(f"access denied for {where} (error {code}): {text}{fix}", code)
@@ -218,14 +231,10 @@ class ReplicationClient:
                 )
             return ServerError(f"{self.config.address} cannot send the binlog (error {code}): {text}", code)
         if code in (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR):
-            return ConnectionLostError(
-                f"cannot connect to {self.config.address} (error {code}): {text}", position
-            )
+            return ConnectionLostError(f"cannot connect to {self._source} (error {code}): {text}", position)
         if code in _LOST or code >= 2000:
-            return ConnectionLostError(
-                f"connection to {self.config.address} lost (error {code}): {text}", position
-            )
-        return ServerError(f"{self.config.address} refused (error {code}): {text}", code)
+            return ConnectionLostError(f"connection to {self._source} lost (error {code}): {text}", position)
+        return ServerError(f"{self._source} refused (error {code}): {text}", code)
 
     def _oldest_binlog(self) -> str | None:
         try:

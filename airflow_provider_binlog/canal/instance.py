@@ -56,6 +56,7 @@ import pymysql
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.constants import EventType
+from airflow_provider_binlog.binlog.errors import BinlogError
 from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
@@ -200,11 +201,7 @@ class CanalInstance:
         )
 
     def _connect_source(self) -> Any:
-        c = self.config.source
-        return pymysql.connect(
-            host=c.host, port=c.port, user=c.user, password=c.password, ssl=c.ssl,
-            connect_timeout=c.connect_timeout, autocommit=True, charset="utf8mb4",
-        )  # fmt: skip
+        return self.client.connect()  # a failure names the address and the connection
 
     # ------------------------------------------------------------------ subscription
 
@@ -321,11 +318,12 @@ class CanalInstance:
                     n,
                     head,
                 )
-        except pymysql.err.MySQLError as exc:
+        except (pymysql.err.MySQLError, BinlogError) as exc:  # BinlogError: the connect's own errors
+            code = getattr(exc, "code", None) or (exc.args[0] if exc.args else "?")
             log.warning(
                 "destination %s: cannot read information_schema (error %s); column names come from "
                 "the binlog only (binlog_row_metadata=FULL needed)",
-                self.config.destination, exc.args[0] if exc.args else "?",
+                self.config.destination, code if isinstance(code, int) else exc,
             )  # fmt: skip
             self.history.connect = None
 

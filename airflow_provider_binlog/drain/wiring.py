@@ -45,13 +45,11 @@ if TYPE_CHECKING:
 
 
 def source_connection(config: ReplicationConfig) -> Any:
-    """A plain autocommit ``utf8mb4`` pymysql connection to the source (for SELECTs)."""
-    import pymysql
+    """A plain autocommit ``utf8mb4`` pymysql connection to the source (for SELECTs); a failure names
+    the address and the connection (:meth:`~..binlog.client.ReplicationClient.connect`)."""
+    from airflow_provider_binlog.binlog.client import ReplicationClient
 
-    return pymysql.connect(
-        host=config.host, port=config.port, user=config.user, password=config.password, ssl=config.ssl,
-        connect_timeout=config.connect_timeout, autocommit=True, charset="utf8mb4",
-    )  # fmt: skip
+    return ReplicationClient(config).connect()
 
 
 def source_from_uri(uri: str, origin: str = "", server_id: int | None = None) -> ReplicationConfig:
