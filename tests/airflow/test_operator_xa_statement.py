@@ -108,3 +108,48 @@ def test_xa_and_statement_format_dml_through_the_operator(
             conn.close()
         meta.client.stop()
         meta.client.close()
+
+
+def test_xa_prepared_before_an_initial_snapshot_reaches_the_lake_once_at_its_commit(
+    shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
+) -> None:  # fmt: skip
+    """A new destination whose snapshot starts while XA transactions are prepared (their rows are
+    logged at XA PREPARE, before the snapshot's position): the committed one's rows reach the lake
+    once, at the run after its XA COMMIT; the rolled-back one's never."""
+    ns = f"xas_{uuid.uuid4().hex[:8]}"
+    dest = f"xas-{ns}"
+    shop.changes(40)
+    (cid,) = mariadb.execute("SELECT MAX(id) FROM shop.customers")[0]
+    new_id = 3_100_000_000
+    kept = _xa(mariadb, "snap-kept", f"INSERT INTO customers (id, name) VALUES ({new_id}, 'xa')",
+               f"UPDATE customers SET name = 'xa-updated' WHERE id = {int(cid)}")  # fmt: skip
+    dropped = _xa(mariadb, "snap-dropped", f"INSERT INTO customers (id, name) VALUES ({new_id + 1}, 'gone')")
+    conns_open = [(kept, "snap-kept"), (dropped, "snap-dropped")]
+
+    def load(run_id: str) -> dict[str, Any]:
+        op = BinlogToSparkOperator(
+            task_id="load", destination=dest, tables={"shop.*": f"lake.{ns}.{{table}}"},
+            warehouse=spark_warehouse, spark_master="local[2]", stop_spark=False, snapshot="initial",
+        )  # fmt: skip
+        return op.execute(make_context(run_id=run_id))  # type: ignore[no-any-return]
+
+    try:
+        shop.changes(20)
+        load("first")  # the snapshot: neither prepared transaction is visible
+        _assert_equal(mariadb, spark, ns)
+        with kept.cursor() as cur:
+            cur.execute("XA COMMIT 'snap-kept'")
+        with dropped.cursor() as cur:
+            cur.execute("XA ROLLBACK 'snap-dropped'")
+        shop.changes(10)
+        assert load("second")["changes"] > 0
+        _assert_equal(mariadb, spark, ns)
+        load("third")  # nothing read twice
+        _assert_equal(mariadb, spark, ns)
+        rows = spark.sql(f"SELECT id, name FROM lake.{ns}.customers WHERE name IN ('xa', 'gone')").collect()
+        assert [(r[0], r[1]) for r in rows] == [(new_id, "xa")]  # the committed one only, once
+    finally:
+        for conn, xid in conns_open:
+            with contextlib.suppress(pymysql.err.MySQLError), conn.cursor() as cur:
+                cur.execute(f"XA ROLLBACK '{xid}'")
+            conn.close()

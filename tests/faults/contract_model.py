@@ -67,12 +67,6 @@ SWAPS = os.environ.get("BINLOG_CDC_CONTRACT_SWAPS", "1") == "1"
 #: landed): "1" uses it; otherwise the remedy is a new destination with ``snapshot="initial"``.
 STATEMENT_RESNAPSHOT = os.environ.get("BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT", "0") == "1"
 
-#: A known product bug (test_xa_held_over_a_statement_stop_and_its_remedy, xfail): a destination
-#: whose snapshot starts while an XA transaction is prepared loses that transaction's rows when it
-#: commits later (MariaDB logs them at XA PREPARE, before the snapshot's start). While it stands, the
-#: model commits a held XA transaction before a new destination's snapshot.
-XA_SNAPSHOT_GAP = True
-
 FAILPOINTS = (
     "drain", "before_commit", "merge_table", "after_commit", "ack", "after_ack", "ddl_action",
     "resnapshot_before_swap", "resnapshot_after_swap", "snapshot_before_load", "snapshot_after_load",
@@ -791,10 +785,11 @@ class Runs:
             meta.client.stop()
             meta.client.close()
 
-    def statement_stop(self, commit_held_first: bool = XA_SNAPSHOT_GAP) -> None:
+    def statement_stop(self) -> None:
         """The run after a statement-format write to a routed table: it must stop there, naming the
         table, the statement, its ``file:pos`` and the remedy, with the cursor before it; then the
-        remedy, until a run completes."""
+        remedy, until a run completes. A held XA transaction stays prepared over the remedy: the new
+        destination's snapshot starts after its PREPARE, and its rows come at its later COMMIT."""
         pending = self.w.statement_pending
         assert pending is not None
         table, statement = pending
@@ -826,8 +821,6 @@ class Runs:
             self.complete(on_schema_change={"statement_dml": "resnapshot"})
             return
         # the remedy the message names today: load the tables again under a new destination
-        if commit_held_first and self.w.held is not None:
-            self.w.resolve_held("COMMIT")  # see XA_SNAPSHOT_GAP
         self.generation += 1
         self.stats.generations += 1
         self.routed = set()

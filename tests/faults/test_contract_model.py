@@ -105,11 +105,6 @@ def test_contract_model(
     assert s.crashes > 0, f"seed {seed}: no run crashed ({figure})"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: a snapshot starting while an XA transaction is prepared loses its rows "
-    "(logged at XA PREPARE, before the snapshot's start) when it commits later",
-)
 def test_xa_held_over_a_statement_stop_and_its_remedy(
     mariadb: MariaDbServer, zookeeper: ZooKeeperServer, zk_chroot: str, spark: Any, spark_warehouse: str,
     conns: dict[str, str],
@@ -130,7 +125,7 @@ def test_xa_held_over_a_statement_stop_and_its_remedy(
             table = next(t for t in ("t0", "t1") if t != held.table)
             workload.statement_pending = (table, workload._statement(table) or "")
             workload.round = 1
-            runs.statement_stop(commit_held_first=False)
+            runs.statement_stop()
             assert not runs.check()
             workload.round = 2
             workload.resolve_held("COMMIT")
