@@ -242,7 +242,10 @@ def _server_events(args: argparse.Namespace) -> Iterator[Any]:
         stream = client.dump(gtid=args.gtid, stop_at=stop_at, blocking=True)
     else:
         if args.start:
+            from airflow_provider_binlog.canal.start import check_event_start
+
             start = BinlogPosition.parse(args.start)
+            check_event_start(client, start, "--from")  # else the server's error 1236 misleads
         else:
             start = BinlogPosition(client.binlog_files()[0][0], 4)
         stream = client.dump(start, stop_at=stop_at, blocking=True)

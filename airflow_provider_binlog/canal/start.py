@@ -2,10 +2,12 @@
 
 1. the stored cursor (the ack point of the last acknowledged transaction; reading resumes at that
    event and drops it, since canal's cursors say ``included: false``);
-2. else the configured start: a ``file:position`` (rewound to the start of the transaction it
-   falls in), a GTID set (MySQL ``uuid:1-5``, MariaDB ``0-1-42``: the server positions the dump
-   after it), or a timestamp (the first transaction whose first event is at or after it, found
-   by a binary search over the binlog files' FORMAT_DESCRIPTION times and a scan of one file);
+2. else the configured start: a ``file:position`` (an event's start; rewound to the start of the
+   transaction it falls in; a position inside an event is refused, naming the nearest event
+   starts, since it is no place the server wrote), a GTID set (MySQL ``uuid:1-5``, MariaDB
+   ``0-1-42``: the server positions the dump after it), or a timestamp (the first transaction
+   whose first event is at or after it, found by a binary search over the binlog files'
+   FORMAT_DESCRIPTION times and a scan of one file);
 3. else the server's head position.
 
 A start position in a binlog file the server no longer has raises
@@ -136,6 +138,9 @@ def transaction_start(client: ReplicationClient, position: BinlogPosition) -> Bi
     """The start of the transaction ``position`` falls in (``position`` itself between transactions).
 
     Scans ``position``'s file from its beginning.
+
+    :raises StartPositionError: ``position`` is inside an event (not where one starts); the message
+        names the event and the nearest event starts before and after it.
     """
     if position.pos <= 4:
         return BinlogPosition(position.file, 4)
@@ -147,12 +152,54 @@ def transaction_start(client: ReplicationClient, position: BinlogPosition) -> Bi
             if event.pos >= position.pos:
                 break
             if event.end_pos > position.pos:  # position is inside this event
-                return open_at or event.position
+                raise StartPositionError(mid_event_message(position, event, "start position"))
             if _is_begin(event):
                 open_at = open_at or event.position
             elif _is_end(event):
                 open_at = None
     return open_at or position
+
+
+def check_event_start(
+    client: ReplicationClient, position: BinlogPosition, what: str = "start position"
+) -> None:
+    """Raise :class:`StartPositionError` unless an event starts at ``position`` (or the file's end):
+    a position inside an event, inside the file header or past the file's end is no place the server
+    can send from (it answers a misleading error 1236). Purged or unknown files as
+    :func:`check_available`. Scans ``position``'s file from its beginning.
+
+    :param what: how the message names the position (e.g. ``--from``).
+    """
+    check_available(client, position, what)
+    size = dict(client.binlog_files()).get(position.file)
+    if position.pos < 4:
+        first = BinlogPosition(position.file, 4)
+        raise StartPositionError(
+            f"{what} {position} is inside the file header; the first event starts at {first}"
+        )
+    if size is not None and position.pos > size:
+        raise StartPositionError(
+            f"{what} {position} is past the end of {position.file} ({size} bytes); the last place to "
+            f"start in it is {BinlogPosition(position.file, size)}"
+        )
+    with side_client(client).dump(BinlogPosition(position.file, 4), stop_at=position) as stream:
+        for event in stream:
+            if event.file != position.file or event.end_pos <= event.pos:
+                continue  # fake ROTATE and other artificial events
+            if event.pos >= position.pos:
+                return
+            if event.end_pos > position.pos:
+                raise StartPositionError(mid_event_message(position, event, what))
+
+
+def mid_event_message(position: BinlogPosition, event: Event, what: str) -> str:
+    """``what`` ``position`` lies inside ``event``: the message naming the nearest event starts."""
+    after = BinlogPosition(position.file, event.end_pos)
+    return (
+        f"{what} {position} is inside a {event.type_name} event ({event.position} .. {after}), not "
+        f"where an event starts; the nearest events start at {event.position} and {after}. Give one "
+        "of those (a position inside a transaction is moved to the transaction's start)"
+    )
 
 
 def _first_event_time(client: ReplicationClient, file: str) -> int | None:
