@@ -8,6 +8,7 @@ cursor stays; the run after the fix leaves the lake equal to the source value by
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -17,8 +18,9 @@ from bad_input_harness import cursor, names, operator, run_fails
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
-from airflow_provider_binlog.lake.errors import MissingKeyError, SchemaEvolutionError, TypeMappingError
+from airflow_provider_binlog.lake.errors import MissingKeyError, TypeMappingError
 from airflow_provider_binlog.lake.merge import TargetOptions
 from airflow_provider_binlog.lake.types import TypeOptions
 from airflow_provider_binlog.lake.verify import verify_tables
@@ -140,9 +142,11 @@ def test_column_type_changed_incompatibly(
     mariadb: MariaDbServer, conns: dict[str, str], spark: Any, spark_warehouse: str,
     zookeeper: ZooKeeperServer, zk_chroot: str,
 ) -> None:  # fmt: skip
-    """A VARCHAR column becomes INT after the lake table holds it as string: the next run fails naming
-    the column, both types and the fix, at the first change with the new type; the cursor stays at
-    the first run's end. Dropping the lake table and running with ``snapshot='when_needed'`` reloads it."""
+    """A VARCHAR column becomes INT after the lake table holds it as string. By default the run
+    re-snapshots the table at that point and the lake equals the source. With
+    ``on_schema_change={"modify_column": "fail"}`` the next such change stops the run naming the
+    table, the statement, its ``file:pos`` and the remedies; the cursor stays before it; the
+    re-snapshot the message names then lets the run through."""
     t = Table(mariadb, "retype", "(id INT PRIMARY KEY, code VARCHAR(10))", spark_warehouse, zookeeper,
               zk_chroot)  # fmt: skip
     t.sql("INSERT INTO {t} VALUES (1, '10'), (2, '20')")
@@ -155,14 +159,19 @@ def test_column_type_changed_incompatibly(
         "INSERT INTO {t} VALUES (3, 30)",
         "UPDATE {t} SET code = 11 WHERE id = 1",
     )
-    t.fails(
-        SchemaEvolutionError,
-        f"column 'code' of {t.target}: the Iceberg type string cannot change to int (only int->bigint, "
-        "float->double and wider decimal precision are allowed). Reload the table: drop it and run with "
-        "snapshot='when_needed', or load it under a new destination with snapshot='initial'",
-        first["end"],
-    )
+    second = t.run(try_number=2)
+    assert second["resnapshots"], second
+    t.assert_equal(spark)
 
-    spark.sql(f"DROP TABLE {t.target}")
-    t.run(try_number=2, snapshot="when_needed")
+    t.sql("ALTER TABLE {t} MODIFY code VARCHAR(4)", "UPDATE {t} SET code = 'x' WHERE id = 2")
+    op = operator(t.destination, t.tables, t.warehouse, on_schema_change={"modify_column": "fail"})
+    err = run_fails(op, mariadb.repl_password)
+    assert isinstance(err, SourceOperationError), f"{type(err).__name__}: {err}"
+    text = str(err)
+    assert t.source in text and "MODIFY code VARCHAR(4)" in text, text
+    assert re.search(r"at mysql-bin\.\d+:\d+", text), text
+    assert "binlog-cdc resnapshot" in text and "on_schema_change" in text, text
+    assert cursor(zookeeper, zk_chroot, t.destination) == BinlogPosition.parse(second["end"])
+
+    t.run(try_number=3)  # the default policy: the re-snapshot the message names
     t.assert_equal(spark)
