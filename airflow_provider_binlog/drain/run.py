@@ -29,7 +29,16 @@ from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.reconcile import reconcile
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
-from airflow_provider_binlog.drain.source import Retention, known_routes, retention_headroom, stop_point
+from airflow_provider_binlog.drain.source import (
+    CASCADE_MODES,
+    Cascade,
+    CascadeError,
+    Retention,
+    cascades,
+    known_routes,
+    retention_headroom,
+    stop_point,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
@@ -63,6 +72,10 @@ class RunSettings:
     :param retention_headroom: warn at the start of the run when the cursor's binlog file may be
         purged (by the server's age-based retention) within this fraction of the retention; the
         numbers go to the summary's ``retention`` (see :func:`.source.retention_headroom`).
+    :param on_cascade: a routed table that is the child of an ``ON DELETE/UPDATE CASCADE`` or
+        ``SET NULL`` foreign key (changes the ROW binlog does not hold, see :class:`.source.Cascade`):
+        ``warn`` (default: one warning per constraint, listed in the summary's ``cascades``),
+        ``fail`` (the run stops before reading) or ``ignore``.
     """
 
     run_id: str = "manual"
@@ -76,12 +89,15 @@ class RunSettings:
     reconnect_timeout: float | None = 300.0
     reconnect_attempts: int | None = None
     retention_headroom: float = 0.25
+    on_cascade: str = "warn"
 
     def __post_init__(self) -> None:
         if not 0 <= self.retention_headroom <= 1:
             raise ValueError(
                 f"retention_headroom is a fraction of the retention (0..1), not {self.retention_headroom!r}"
             )
+        if self.on_cascade not in CASCADE_MODES:
+            raise ValueError(f"on_cascade must be one of {', '.join(CASCADE_MODES)}, not {self.on_cascade!r}")
         if self.snapshot not in SNAPSHOT_MODES:
             raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {self.snapshot!r}")
 
@@ -148,6 +164,7 @@ class Drain:
         self.starting: Future[ChangeMerger] | None = None  # then the merger's
         self.loop: ChunkLoop | None = None
         self.retention: Retention | None = None  # the cursor file's headroom, checked at the start
+        self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
 
     def _make_merger(self) -> ChangeMerger:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
@@ -176,6 +193,7 @@ class Drain:
         try:
             # one consumer per destination from before the snapshot to the end of the run
             instance.hold(settings.running_timeout)
+            self.cascades = self._check_cascades()
             if settings.snapshot != "never":
                 self.spark = initial_snapshot(
                     instance, self.connect, known_routes(self.connect, self.routes),
@@ -218,6 +236,22 @@ class Drain:
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
             collector.__exit__()
             self._close()
+
+    def _check_cascades(self) -> list[Cascade]:
+        """Warn about (or, with ``on_cascade="fail"``, stop for) routed tables that are children of
+        cascading foreign keys: the ROW binlog misses their cascaded changes."""
+        if self.settings.on_cascade == "ignore":
+            return []
+        found = cascades(self.connect, known_routes(self.connect, self.routes))
+        for cascade in found:
+            self.report(logging.WARNING, cascade.describe(self.destination))
+        if found and self.settings.on_cascade == "fail":
+            children = "; ".join(f"{c.child} is the child of `{c.constraint}` ({c.rules})" for c in found)
+            raise CascadeError(
+                f"destination {self.destination}: on_cascade='fail' and {children}: the ROW binlog misses "
+                "the changes those foreign keys make; see the warnings above for the remedies"
+            )
+        return found
 
     def _check_retention(self, point: Any) -> Retention | None:
         """Report how far the start's binlog file is from being purged (a warning within the
@@ -280,6 +314,8 @@ class Drain:
         }
         if self.retention is not None:
             summary["retention"] = self.retention.as_dict()
+        if self.cascades:
+            summary["cascades"] = [c.as_dict() for c in self.cascades]
         if loop.resnapshots:
             summary["resnapshots"] = [r.as_dict() for r in loop.resnapshots]
         instance.meta.record_run(

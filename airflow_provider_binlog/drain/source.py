@@ -1,14 +1,18 @@
-"""What a run asks the source before it drains: where to stop, which tables its routes match, and
-how far the cursor's binlog file is from being purged (:func:`retention_headroom`)."""
+"""What a run asks the source before it drains: where to stop, which tables its routes match, how
+far the cursor's binlog file is from being purged (:func:`retention_headroom`), and which routed
+tables are children of cascading foreign keys (:func:`cascades`)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from airflow_provider_binlog.errors import BinlogCdcError
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.binlog.position import BinlogPosition
@@ -236,3 +240,130 @@ def retention_headroom(
             if closed_at is not None:
                 headroom = closed_at + retention - (time.time() if now is None else now)
     return Retention(destination, file, retention, oldest, head, closed_at, headroom, warn_below)
+
+
+CASCADE_MODES = ("warn", "fail", "ignore")
+_CASCADING = ("CASCADE", "SET NULL")
+
+
+class CascadeError(BinlogCdcError):
+    """A routed table is the child of a cascading foreign key and the run was told to stop."""
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """A foreign key whose ``ON DELETE`` / ``ON UPDATE`` changes a routed child table.
+
+    InnoDB applies such changes itself: they are not in the ROW binlog (MariaDB; MySQL where InnoDB
+    enforces the key), so the child's lake table silently misses them.
+
+    :param child: the routed ``schema.table`` holding the foreign key.
+    :param target: its lake table.
+    :param constraint: the foreign key's name.
+    :param parent: the referenced ``schema.table``.
+    :param on_delete: ``CASCADE``, ``SET NULL``, or another rule.
+    :param on_update: likewise.
+    """
+
+    child: str
+    target: str
+    constraint: str
+    parent: str
+    on_delete: str
+    on_update: str
+
+    @property
+    def rules(self) -> str:
+        """``ON DELETE CASCADE, ON UPDATE SET NULL`` (only the cascading ones)."""
+        rules = (("DELETE", self.on_delete), ("UPDATE", self.on_update))
+        return ", ".join(f"ON {what} {rule}" for what, rule in rules if rule in _CASCADING)
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "table": self.child, "target": self.target, "constraint": self.constraint,
+            "parent": self.parent, "on_delete": self.on_delete, "on_update": self.on_update,
+        }  # fmt: skip
+
+    def describe(self, destination: str) -> str:
+        """The warning: the constraint, why the lake diverges, the remedies."""
+        return (
+            f"destination {destination}: {self.child} is the child of foreign key `{self.constraint}` "
+            f"({self.rules}) on {self.parent}: the server changes its rows for a change of "
+            f"{self.parent} without writing them to the ROW binlog, so {self.target} misses them. "
+            f"Remedies: re-snapshot the table now and then (binlog-cdc resnapshot --destination "
+            f"{destination} --table {self.child} --target {self.target}), or change the child rows in "
+            "the application before the parent's (then the binlog has them); on_cascade='ignore' "
+            "silences this, on_cascade='fail' stops the run"
+        )
+
+
+_FK_TAIL = re.compile(
+    r"\) REFERENCES .*\)((?: ON (?:DELETE|UPDATE) (?:CASCADE|SET NULL|SET DEFAULT|NO ACTION|RESTRICT))*),?$"
+)
+_FK_RULE = re.compile(r" ON (DELETE|UPDATE) (CASCADE|SET NULL|SET DEFAULT|NO ACTION|RESTRICT)")
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _foreign_key_rules(create: str) -> dict[str, tuple[str, str]]:
+    """Constraint name -> (ON DELETE, ON UPDATE) rules from a ``SHOW CREATE TABLE`` text (one
+    constraint a line, as MySQL and MariaDB print it; a rule not given is ``RESTRICT``)."""
+    rules = {}
+    for line in create.splitlines():
+        line = line.strip()
+        if not line.startswith("CONSTRAINT `") or " FOREIGN KEY " not in line:
+            continue
+        name_end = 12
+        while True:  # the name ends at a backtick that is not doubled
+            name_end = line.index("`", name_end)
+            if line[name_end : name_end + 2] != "``":
+                break
+            name_end += 2
+        name = line[12:name_end].replace("``", "`")
+        tail = _FK_TAIL.search(line)
+        found = dict(_FK_RULE.findall(tail.group(1))) if tail else {}
+        rules[name] = (found.get("DELETE", "RESTRICT"), found.get("UPDATE", "RESTRICT"))
+    return rules
+
+
+def cascades(connect: Callable[[], Any], known: dict[str, str]) -> list[Cascade]:
+    """The cascading foreign keys (``CASCADE`` or ``SET NULL`` on delete or update) whose child is
+    one of the routed tables ``known`` (source ``schema.table`` -> target, as :func:`known_routes`).
+
+    The keys come from ``information_schema.KEY_COLUMN_USAGE`` and their rules from ``SHOW CREATE
+    TABLE`` of each routed child: both need only SELECT (``REFERENTIAL_CONSTRAINTS``, which holds
+    the rules, shows a user with SELECT alone nothing on MariaDB).
+
+    :param connect: opens a plain autocommit connection to the source (closed here).
+    """
+    if not known:
+        return []
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, REFERENCED_TABLE_SCHEMA, "
+                "REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+                f"WHERE REFERENCED_TABLE_NAME IS NOT NULL AND TABLE_SCHEMA NOT IN {_SYSTEM_SCHEMAS} "
+                "ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME"
+            )
+            keys = [tuple(str(v) for v in row) for row in cur.fetchall()]
+            creates: dict[str, str] = {}
+            found = []
+            for schema, table, name, parent_schema, parent in keys:
+                child = f"{schema}.{table}"
+                if child not in known:
+                    continue
+                if child not in creates:
+                    cur.execute(f"SHOW CREATE TABLE {_quote(schema)}.{_quote(table)}")
+                    creates[child] = str(cur.fetchone()[1])
+                on_delete, on_update = _foreign_key_rules(creates[child]).get(name, ("?", "?"))
+                if on_delete in _CASCADING or on_update in _CASCADING:
+                    found.append(
+                        Cascade(child, known[child], name, f"{parent_schema}.{parent}", on_delete, on_update)
+                    )
+    finally:
+        conn.close()
+    return found

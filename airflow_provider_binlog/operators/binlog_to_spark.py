@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, BaseOperator
 
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES
+from airflow_provider_binlog.drain.source import CASCADE_MODES
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -94,6 +95,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param retention_headroom: warn in the task log when the cursor's binlog file may be purged by
         the server's retention (``binlog_expire_logs_seconds``) within this fraction of the
         retention (default a quarter); the numbers are in the summary's ``retention``.
+    :param on_cascade: what a routed table that is the child of an ``ON DELETE/UPDATE CASCADE`` or
+        ``SET NULL`` foreign key does (the server does not write those changes to the ROW binlog, so
+        its lake table misses them): ``warn`` (default; listed in the summary's ``cascades``),
+        ``fail`` (the task stops before reading) or ``ignore``.
     """
 
     #: seconds between progress lines in the task log (read, in the lake, merging, lag)
@@ -135,6 +140,7 @@ class BinlogToSparkOperator(BaseOperator):
         reconnect_timeout: float | None = 300.0,
         reconnect_attempts: int | None = None,
         retention_headroom: float = 0.25,
+        on_cascade: str = "warn",
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and isinstance(tables, Mapping):
@@ -172,6 +178,9 @@ class BinlogToSparkOperator(BaseOperator):
         self.reconnect_timeout = reconnect_timeout
         self.reconnect_attempts = reconnect_attempts
         self.retention_headroom = retention_headroom
+        if on_cascade not in CASCADE_MODES:
+            raise ValueError(f"on_cascade must be one of {', '.join(CASCADE_MODES)}, not {on_cascade!r}")
+        self.on_cascade = on_cascade
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -233,7 +242,7 @@ class BinlogToSparkOperator(BaseOperator):
             running_timeout=self.running_timeout, snapshot=self.snapshot,
             snapshot_chunk_size=self.snapshot_chunk_size, stop_spark=self.stop_spark,
             reconnect_timeout=self.reconnect_timeout, reconnect_attempts=self.reconnect_attempts,
-            retention_headroom=self.retention_headroom,
+            retention_headroom=self.retention_headroom, on_cascade=self.on_cascade,
         )  # fmt: skip
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
         try:
