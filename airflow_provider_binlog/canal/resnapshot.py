@@ -22,8 +22,9 @@ to the old table meanwhile) makes a new attempt at a new ``S``.
 **Crashes.** Progress lives in the meta store, under the destination::
 
     resnapshot/{schema.table}   {"attempt": "3f9c..", "target": "lake.db.t", "start": "file:pos",
-                                 "status": "loading"|"swapping"|"done", "chunk": n, "last_key": [...],
-                                 "rows": N, "pending": {...}|null}
+                                 "source": "schema.table",
+                                 "status": "loading"|"swapping"|"done"|"abandoned", "chunk": n,
+                                 "last_key": [...], "rows": N, "pending": {...}|null}
 
 * a crash while loading leaves the target untouched; the next run resumes the staging table at
   the last chunk whose commit is known (a chunk committed before its progress write is found by
@@ -31,7 +32,14 @@ to the old table meanwhile) makes a new attempt at a new ``S``.
 * ``swapping`` is written before the swap; the swap's commit names the attempt, so after a crash
   the next run tells a done swap (then only drops the staging table) from one not made (then
   makes it): never twice, never lost;
-* staging tables of other attempts (killed, or abandoned) are dropped at the start of the next.
+* the staging table is dropped BEFORE ``done`` is written: a ``done`` record has none left;
+* staging tables of other attempts (killed, or abandoned) are dropped at the start of the next;
+* an attempt that will not be completed is ``abandoned`` (:meth:`TableResnapshot.abandon`; its
+  staging table dropped first): the table is gone (renamed or dropped since its statement), its
+  mark went past ``S``, or it is no longer routed to the record's target. A run cannot count on
+  re-reading the statement that asked for an attempt (a crash after the swap leaves a mark at
+  ``S`` that covers it), so the drain settles every unfinished record at its start
+  (:func:`settle`, :func:`...drain.resnapshot.clean_leftovers`).
 
 One process at a time: the caller holds the destination's ``running`` node (the drain does; the
 CLI takes it) and ``guard`` checks it before every progress write.
@@ -43,6 +51,7 @@ snapshot), ``resnapshot_before_swap`` and ``resnapshot_after_swap`` around the s
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -221,15 +230,23 @@ class TableResnapshot:
 
     def _usable(self, prog: dict[str, Any] | None) -> bool:
         """Whether ``prog`` is an unfinished attempt for this target that can still be completed."""
-        if prog is None or prog.get("status") == "done" or prog.get("target") != self.target:
+        if not unfinished(prog) or prog is None or prog.get("target") != self.target:
             return False
         start = BinlogPosition.parse(prog["start"])
         if self.after is not None and not start > self.after:
             return False
-        if prog["status"] == "swapping" and self.swapper.swapped(prog["attempt"]):
-            return True
-        mark = self.swapper.mark_position()
-        return mark is None or tuple(mark) < tuple(mark_key(start))  # else a run went past S meanwhile
+        return completable(prog, self.swapper)
+
+    def abandon(self, why: str) -> str | None:
+        """Give up this table's unfinished attempt for this target, if there is one: drop its staging
+        table, then record it ``abandoned`` (with ``why``); return its id."""
+        prog = self.progress()
+        if not unfinished(prog) or prog is None or prog.get("target") != self.target:
+            return None
+        self.swapper.drop_staging(prog["attempt"])
+        self._put({**prog, "status": "abandoned", "pending": None, "why": why})
+        log.info("re-snapshot of %s: attempt %s abandoned (%s)", self.source, prog["attempt"], why)
+        return str(prog["attempt"])
 
     def run(self) -> ResnapshotResult:
         """Re-snapshot the table (resuming an unfinished attempt); return what was done."""
@@ -237,12 +254,14 @@ class TableResnapshot:
         self.meta.subscribe(self.identity)
         prog = self.progress()
         resumed = self._usable(prog)
+        if not resumed and unfinished(prog) and prog is not None and prog.get("target") == self.target:
+            self.swapper.drop_staging(prog["attempt"])  # replaced by the new attempt's record below
         if not resumed or prog is None:
             start = self._start()
             attempt = secrets.token_hex(6)
             prog = {
-                "attempt": attempt, "target": self.target, "start": str(start), "status": "loading",
-                "chunk": 0, "last_key": None, "rows": 0, "pending": None,
+                "attempt": attempt, "source": self.source, "target": self.target, "start": str(start),
+                "status": "loading", "chunk": 0, "last_key": None, "rows": 0, "pending": None,
             }  # fmt: skip
             self._put(prog)
         attempt, start = prog["attempt"], BinlogPosition.parse(prog["start"])
@@ -255,9 +274,9 @@ class TableResnapshot:
                 failpoint("resnapshot_before_swap")
                 self.swapper.swap(attempt, start)
                 failpoint("resnapshot_after_swap")
+            self.swapper.drop_staging(attempt)  # before "done": a done record has no staging table
             prog = {**prog, "status": "done", "pending": None}
             self._put(prog)
-        self.swapper.drop_staging(attempt)
         res.rows = int(prog.get("rows", 0))
         res.seconds = round(time.monotonic() - t0, 3)
         log.info("re-snapshot of %s done: %s", self.source, res.as_dict())
@@ -307,6 +326,79 @@ class TableResnapshot:
         return prog
 
 
+UNFINISHED = ("loading", "swapping")
+
+
+def unfinished(prog: dict[str, Any] | None) -> bool:
+    """Whether a progress record is an attempt that was neither done nor abandoned (it may own a
+    staging table)."""
+    return prog is not None and prog.get("status") in UNFINISHED
+
+
+def completable(prog: dict[str, Any], swapper: TableSwapper) -> bool:
+    """Whether the unfinished attempt ``prog`` can still be completed in its target: its swap is
+    made (only the bookkeeping is left), or the target's mark is still before its ``S`` (else a run
+    applied changes past ``S`` to the old table: swapping at ``S`` would move the mark back)."""
+    if prog["status"] == "swapping" and swapper.swapped(prog["attempt"]):
+        return True
+    mark = swapper.mark_position()
+    return mark is None or tuple(mark) < tuple(mark_key(BinlogPosition.parse(prog["start"])))
+
+
+def source_of(key: str, prog: dict[str, Any]) -> str:
+    """The source table of the progress record at ``key`` (records before ``source`` was written
+    carry it only in the key's escaped form, see :func:`resnapshot_key`)."""
+    if prog.get("source"):
+        return str(prog["source"])
+    esc = key.rsplit("/", 1)[-1]
+    return re.sub(r"(?:=[0-9a-f]{2})+", lambda m: bytes.fromhex(m.group().replace("=", "")).decode(), esc)
+
+
+def settle(
+    meta: MetaManager,
+    identity: ClientIdentity,
+    swapper_for: Callable[[str, str], TableSwapper],
+    routed: Callable[[str, str], bool],
+    guard: Callable[[], None] | None = None,
+) -> dict[str, str | None]:
+    """Settle the destination's unfinished re-snapshot attempts (at the start of a run, before any
+    new one): an attempt whose swap is made is finished (staging table dropped, ``done``); one that
+    cannot be completed (mark past ``S``) or whose source is no longer routed to its target
+    (``routed(source, target)`` false) is abandoned (staging table dropped, ``abandoned``); others
+    are kept for the re-snapshot that resumes them.
+
+    :param swapper_for: ``(source, target) -> TableSwapper``.
+    :return: target -> the attempt still in progress for it (``None``: none), for every target an
+        unfinished record named; empty when there was none (nothing else was read).
+    """
+    live: dict[str, str | None] = {}
+    for name in meta.list_keys(identity, PREFIX):
+        key = f"{PREFIX}/{name}"
+        prog: dict[str, Any] | None = meta.get_json(identity, key).value
+        if not unfinished(prog) or prog is None:
+            continue
+        source, target, attempt = source_of(key, prog), str(prog["target"]), str(prog["attempt"])
+        swapper = swapper_for(source, target)
+        live.setdefault(target, None)
+        if prog["status"] == "swapping" and swapper.swapped(attempt):
+            status, why = "done", None
+        elif not routed(source, target):
+            status, why = "abandoned", f"{source} is no longer routed to {target}"
+        elif not completable(prog, swapper):
+            status, why = "abandoned", f"the mark of {target} is past {prog['start']}"
+        else:
+            live[target] = attempt
+            continue
+        swapper.drop_staging(attempt)
+        settled = {**prog, "status": status, "pending": None, **({"why": why} if why else {})}
+        if guard is not None:
+            guard()
+        meta.update_json(identity, key, lambda _old, value=settled: value)
+        log.info("re-snapshot of %s into %s: attempt %s settled as %s%s", source, target, attempt, status,
+                 f" ({why})" if why else "")  # fmt: skip
+    return live
+
+
 def source_exists(connect: Callable[[], Any], source: str) -> bool:
     """Whether the source table ``schema.table`` exists now."""
     schema, _, table = source.partition(".")
@@ -337,7 +429,11 @@ __all__ = [
     "ResnapshotResult",
     "TableResnapshot",
     "TableSwapper",
+    "completable",
     "mark_key",
     "resnapshot_key",
+    "settle",
     "source_exists",
+    "source_of",
+    "unfinished",
 ]

@@ -17,7 +17,15 @@ statement (``after``); by then a later statement may have renamed the table away
 rows). Then there is nothing to load: the lake table is left as it is (as a table renamed out of
 the routes is), the result says ``gone``, and the run's mark at ``S`` skips the table's changes up to
 ``S``, the statement that removed it included; the name that holds its rows now is loaded by its
-own statement's re-snapshot. The CLI (no ``after``) stops with the table's absence instead.
+own statement's re-snapshot. The CLI (no ``after``) stops with the table's absence instead. An
+unfinished attempt of an earlier (crashed) run for the table is abandoned then, its staging table
+dropped.
+
+**Leftovers.** A crashed attempt's staging table is not always taken up again by the same
+re-snapshot (a crash after the swap leaves a mark that covers the statement, so it is not asked for
+again; the table may be renamed away meanwhile): :func:`clean_leftovers`, at the start of each run,
+settles every unfinished attempt the meta store records and drops the staging tables beside their
+targets that are not the attempt still in progress.
 """
 
 from __future__ import annotations
@@ -76,7 +84,67 @@ def resnapshot(
             start = job.start_position()
             log.warning("re-snapshot of %s: the table no longer exists at %s; %s is left as it is", source,
                         start, target)  # fmt: skip
+            job.abandon(f"{source} no longer exists at {start}")
             return ResnapshotResult(source, target, start, attempt="", gone=True)
         return job.run()
     finally:
         swapper.close()
+
+
+def clean_leftovers(
+    meta: MetaManager,
+    identity: ClientIdentity,
+    spark: Any,
+    target_for: Callable[[str, str], str | None],
+    guard: Callable[[], None] | None = None,
+) -> list[str]:
+    """Settle the destination's unfinished re-snapshot attempts and drop the staging tables left
+    beside their targets by killed attempts (:func:`~..canal.resnapshot.settle`); return the staging
+    tables dropped (names as text).
+
+    Nothing is read from the lake unless the meta store records an unfinished attempt; then one
+    catalog listing per namespace of those targets. The staging table of an attempt still in
+    progress (the next re-snapshot of its table resumes it) is kept.
+
+    :param target_for: ``(schema, table) -> target`` of the destination's routes (``None``:
+        unrouted); an attempt whose source no longer routes to its target is abandoned.
+    :param guard: called before every progress write (the running node's check).
+    """
+    from airflow_provider_binlog.canal.resnapshot import settle
+    from airflow_provider_binlog.lake.resnapshot import LakeResnapshot, namespace_tables
+    from airflow_provider_binlog.lake.sql import name_text, parse_name
+
+    swappers: dict[tuple[str, str], LakeResnapshot] = {}
+
+    def swapper_for(source: str, target: str) -> LakeResnapshot:
+        if (source, target) not in swappers:
+            swappers[source, target] = LakeResnapshot(spark, identity.destination, source, target)
+        return swappers[source, target]
+
+    def routed(source: str, target: str) -> bool:
+        now = target_for(*source.split(".", 1))
+        return now is not None and parse_name(now) == parse_name(target)
+
+    try:
+        live = settle(meta, identity, swapper_for, routed, guard)
+        dropped: list[str] = []
+        listed: dict[tuple[str, ...], list[str]] = {}
+        for target, attempt in sorted(live.items()):
+            swapper = next(s for (_src, tgt), s in swappers.items() if tgt == target)
+            namespace = swapper.parts[:-1]
+            if namespace not in listed:
+                listed[namespace] = namespace_tables(spark, namespace)
+            for other in swapper.leftovers(listed[namespace]):
+                if other != attempt:
+                    swapper.drop_staging(other)
+                    dropped.append(name_text(swapper.staging_parts(other)))
+        if dropped:
+            log.info("destination %s: dropped re-snapshot staging tables of killed attempts: %s",
+                     identity.destination, ", ".join(dropped))  # fmt: skip
+        return dropped
+    finally:
+        for swapper in swappers.values():
+            swapper.close()
+
+
+__all__ = ["clean_leftovers", "resnapshot"]

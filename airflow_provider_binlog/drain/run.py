@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.reconcile import reconcile
+from airflow_provider_binlog.drain.resnapshot import clean_leftovers
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
 from airflow_provider_binlog.drain.source import (
     CASCADE_MODES,
@@ -172,6 +173,11 @@ class Drain:
         from airflow_provider_binlog.lake.merge import ChangeMerger
 
         spark = self.spark or (self.session.result() if self.session is not None else self.spark_factory())
+        instance = self.instance  # staging tables of killed re-snapshot attempts go first
+        clean_leftovers(
+            instance.meta, instance.identity, spark, self.routes.target_for,
+            guard=instance.running.check if instance.running is not None else None,
+        )  # fmt: skip
         limits = self.settings.limits
         merger = ChangeMerger(
             spark, self.destination, known_routes(self.connect, self.routes), self.target_options,

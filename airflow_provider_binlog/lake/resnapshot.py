@@ -1,8 +1,10 @@
 """The lake side of a table re-snapshot (:mod:`airflow_provider_binlog.canal.resnapshot`): a staging
 Iceberg table per attempt, then one commit that swaps its rows into the target.
 
-Staging table: beside the target, ``{table}__resnapshot_{attempt}`` (attempt: 12 hex digits), with
-the target's options (option columns, partitioning, properties) and the source's CURRENT columns.
+Staging table: beside the target, ``{table}__resnapshot_{attempt}`` (attempt: 12 lowercase hex
+digits; only names of exactly that form count as staging tables, and only beside a target this
+destination re-snapshots), always quoted in SQL, with the target's options (option columns,
+partitioning, properties) and the source's CURRENT columns.
 Chunks are appended as for the initial snapshot (:class:`~.snapshot.LakeChunkLoader`), each commit
 marked ``(0, chunk, -1, row)`` for the destination, so a chunk committed before its progress write
 is known and not loaded twice.
@@ -85,29 +87,28 @@ class LakeResnapshot:
     # -- names -------------------------------------------------------------------------------------
 
     def staging_parts(self, attempt: str) -> tuple[str, ...]:
+        if not _ATTEMPT.fullmatch(attempt):
+            raise ValueError(f"a re-snapshot attempt is 12 lowercase hex digits, not {attempt!r}")
         return (*self.parts[:-1], f"{self.parts[-1]}{STAGING_INFIX}{attempt}")
 
     def staging(self, attempt: str) -> str:
         """The quoted name of the attempt's staging table."""
         return quote_parts(self.staging_parts(attempt))
 
-    def leftovers(self) -> list[str]:
-        """Attempts whose staging tables exist beside the target."""
-        activate(self.spark)
-        namespace = quote_parts(self.parts[:-1])
-        try:
-            rows = self.spark.sql(f"SHOW TABLES IN {namespace}").collect()
-        except Exception as exc:  # no namespace yet: nothing left over
-            if "NAMESPACE_NOT_FOUND" in str(exc) or "SCHEMA_NOT_FOUND" in str(exc):
-                return []
-            raise
+    def leftovers(self, tables: list[str] | None = None) -> list[str]:
+        """Attempts whose staging tables exist beside the target.
+
+        :param tables: the names in the target's namespace (:func:`namespace_tables`), when the
+            caller listed them already (one listing for several targets).
+        """
+        if tables is None:
+            tables = namespace_tables(self.spark, self.parts[:-1])
         prefix = self.parts[-1] + STAGING_INFIX
-        out = []
-        for r in rows:
-            name = str(r.tableName)
-            if name.startswith(prefix) and _ATTEMPT.fullmatch(name[len(prefix) :]):
-                out.append(name[len(prefix) :])
-        return sorted(out)
+        return sorted(
+            name[len(prefix) :]
+            for name in tables
+            if name.startswith(prefix) and _ATTEMPT.fullmatch(name[len(prefix) :])
+        )
 
     # -- staging -----------------------------------------------------------------------------------
 
@@ -207,8 +208,21 @@ class LakeResnapshot:
             self._loader = None
 
 
+def namespace_tables(spark: SparkSession, namespace: tuple[str, ...]) -> list[str]:
+    """The table names in ``namespace`` (``catalog, db...``; none when it does not exist): one
+    catalog listing."""
+    activate(spark)
+    try:
+        rows = spark.sql(f"SHOW TABLES IN {quote_parts(namespace)}").collect()
+    except Exception as exc:  # no namespace yet: nothing left over
+        if "NAMESPACE_NOT_FOUND" in str(exc) or "SCHEMA_NOT_FOUND" in str(exc):
+            return []
+        raise
+    return [str(r.tableName) for r in rows]
+
+
 def _columns(schema: Any) -> list[tuple[str, str]]:
     return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
 
 
-__all__ = ["RESNAPSHOT", "STAGING_INFIX", "LakeResnapshot", "resnapshot_mark"]
+__all__ = ["RESNAPSHOT", "STAGING_INFIX", "LakeResnapshot", "namespace_tables", "resnapshot_mark"]
