@@ -11,6 +11,13 @@ cursor are untouched. Killed, it resumes when started again with the same argume
         --destination shop --zookeeper zk1:2181/binlog-cdc \\
         --table shop.orders --target lake.shop.orders --warehouse /data/warehouse
 
+**Column rules.** A destination loaded with ``columns=`` / ``exclude_columns=`` keeps only some
+columns of a table in the lake; give the same strings as ``--columns`` / ``--exclude-columns``
+(canal's ``schema.table:col1/col2,...``; rules for other tables are ignored) and the re-snapshot
+reads and swaps in those columns only. They are not read from the meta store: its ``filter`` node
+holds canal's include regex only, not the column rules. Without them every column is loaded, and a
+later run of the destination would leave the columns outside its selection stale.
+
 It holds the destination's ``running`` node while it works (with ``--zookeeper``), so it never runs
 alongside the destination's operator: it waits ``--running-timeout`` seconds, then fails naming the
 holder. Prints a JSON summary; exit status 0 on success.
@@ -51,6 +58,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--key", metavar="COL/COL", help="key columns, for a table without a primary key (as its route has)"
     )
+    p.add_argument(
+        "--columns", default="", metavar="SCHEMA.TABLE:COL/COL,...",
+        help="the destination's column filter (its columns=): the lake table keeps those columns only",
+    )  # fmt: skip
+    p.add_argument(
+        "--exclude-columns", default="", metavar="SCHEMA.TABLE:COL/COL,...",
+        help="the destination's column black-list (its exclude_columns=)",
+    )  # fmt: skip
     p.add_argument("--chunk-size", type=int, default=50_000, help="rows per chunk (default 50000)")
     lake = p.add_argument_group("lake")
     lake.add_argument("--warehouse", help="warehouse of the embedded Hadoop catalog")
@@ -65,6 +80,7 @@ def register(subparsers: Any) -> None:
 def run_resnapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc resnapshot``; return 0 when the table was swapped in."""
     from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+    from airflow_provider_binlog.canal.filter import TableFilter
     from airflow_provider_binlog.canal.meta.model import ClientIdentity
     from airflow_provider_binlog.drain.resnapshot import resnapshot
     from airflow_provider_binlog.drain.wiring import Wiring, ZooKeeperConfig, normal_chroot, source_connection
@@ -78,6 +94,7 @@ def run_resnapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise ConfigurationError(f"--table: cannot read {args.table!r}; write schema.table")
     check_target(args.target, args.table)
     keys = tuple(c.strip() for c in (args.key or "").split("/") if c.strip())
+    table_filter = TableFilter(columns=args.columns or "", exclude_columns=args.exclude_columns or "")
     conf = parse_conf(args.conf)
     source = ReplicationConfig(host=args.host, port=args.port, user=args.user, password=source_password(args))
     identity = ClientIdentity(args.destination, args.client_id)
@@ -109,7 +126,7 @@ def run_resnapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
         result = resnapshot(
             meta, identity, ReplicationClient(source), lambda: source_connection(source), spark,
             args.table, args.target, options=TargetOptions(key_columns=keys), chunk_size=args.chunk_size,
-            guard=running.check if running is not None else None,
+            guard=running.check if running is not None else None, table_filter=table_filter,
         )  # fmt: skip
         out.write(json.dumps(result.as_dict(), indent=2, sort_keys=True) + "\n")
         out.flush()

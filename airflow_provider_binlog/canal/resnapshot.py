@@ -64,7 +64,7 @@ from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.snapshot import ChunkReader, chunk_changes
+from airflow_provider_binlog.canal.snapshot import ChunkReader, Projection, chunk_changes
 from airflow_provider_binlog.canal.snapshot_position import consistent_start
 from airflow_provider_binlog.canal.snapshot_values import (
     SnapshotError,
@@ -171,6 +171,8 @@ class TableResnapshot:
         waited for up to :data:`START_WAIT_SECONDS` (a transaction in the binlog and not yet
         visible puts ``S`` before it for a moment).
     :param guard: called before every progress write (the running node's check).
+    :param project: the destination's column rules (:func:`~.snapshot.column_projection`): the
+        staging table, hence the swapped-in target, holds the kept columns only.
     """
 
     def __init__(
@@ -186,6 +188,7 @@ class TableResnapshot:
         chunk_size: int = 50_000,
         after: BinlogPosition | None = None,
         guard: Callable[[], None] | None = None,
+        project: Projection | None = None,
     ) -> None:
         self.meta = meta
         self.identity = identity
@@ -198,6 +201,7 @@ class TableResnapshot:
         self.chunk_size = chunk_size
         self.after = after
         self.guard = guard
+        self.project = project
         self.key = resnapshot_key(source)
 
     def progress(self) -> dict[str, Any] | None:
@@ -284,7 +288,8 @@ class TableResnapshot:
 
     def _load(self, prog: dict[str, Any], res: ResnapshotResult) -> dict[str, Any]:
         schema, _, table = self.source.partition(".")
-        ts = table_schema(self.connect, schema, table)
+        full = table_schema(self.connect, schema, table)
+        ts = self.project(full) if self.project is not None else full
         attempt = prog["attempt"]
         self.swapper.prepare(attempt, ts)
         pending = prog.get("pending")
@@ -295,7 +300,9 @@ class TableResnapshot:
                 self._put(prog)
             else:
                 prog = {**prog, "pending": None}
-        reader = ChunkReader(self.client, self.connect, ts, self.key_columns or None, self.chunk_size)
+        reader = ChunkReader(
+            self.client, self.connect, full, self.key_columns or None, self.chunk_size, self.project
+        )
         try:
             while prog["status"] == "loading":
                 n = int(prog["chunk"]) + 1

@@ -74,6 +74,11 @@ destination's ``running`` node (:mod:`.ha`) from before :meth:`Snapshot.run` to 
 and every progress and cursor write first checks it (``guard``), so a worker whose ZooKeeper
 session was lost stops before writing anything more.
 
+**Column rules** (``columns=`` / ``exclude_columns=``, :mod:`.filter`): with a projection
+(:func:`column_projection`) the reader selects the kept columns only and projects the binlog images
+it reconciles, so the chunks carry the same projected schema as the table's row changes and the
+lake table is made of exactly those columns.
+
 Limits: key columns must be unique and NOT NULL; the chunk range test during reconciliation
 compares keys in Python (exact for numeric and temporal keys; for string keys under a
 case-insensitive collation a change may be missed in the reconciliation, which the binlog replay
@@ -93,6 +98,7 @@ from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
+from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
 from airflow_provider_binlog.canal.snapshot_position import (
@@ -118,6 +124,21 @@ log = logging.getLogger(__name__)
 
 RUN_KEY = "snapshot/_run"
 SNAPSHOT_FILE_NUMBER = 0
+
+Projection = Callable[[TableSchema], TableSchema]
+"""A table's full schema -> the schema its lake table is made of (the kept columns, in table order)."""
+
+
+def column_projection(flt: TableFilter | None) -> Projection | None:
+    """The projection of ``flt``'s column rules (:meth:`.filter.TableFilter.table_schema`) for the
+    tables that have some; ``None`` when it has none (every table keeps all its columns)."""
+    if flt is None or not (flt.columns or flt.exclude_columns):
+        return None
+
+    def project(ts: TableSchema) -> TableSchema:
+        return flt.table_schema(ts) if flt.has_column_rules(ts.schema, ts.table) else ts
+
+    return project
 
 
 # ---------------------------------------------------------------------------- chunks
@@ -154,6 +175,9 @@ class ChunkReader:
     :param ts: the table's columns (:func:`table_schema`).
     :param key_columns: the chunk key (the primary key unless given).
     :param chunk_size: rows per SELECT.
+    :param project: the column rules' projection (:func:`column_projection`): only the kept columns
+        are selected, and the reconciled binlog images are projected on them; ``self.ts`` is the
+        projected schema.
     """
 
     def __init__(
@@ -163,7 +187,11 @@ class ChunkReader:
         ts: TableSchema,
         key_columns: Sequence[str] | None = None,
         chunk_size: int = 50_000,
+        project: Projection | None = None,
     ) -> None:
+        full = ts
+        ts = project(ts) if project is not None else ts
+        self._kept: frozenset[str] | None = frozenset(ts.column_names) if ts is not full else None
         self.client = client
         self.connect = connect
         self.ts = ts
@@ -298,7 +326,8 @@ class ChunkReader:
                 rows.pop(old, None)
                 n += 1
             if new is not None and after is not None:
-                rows[new] = dict(after)
+                kept = self._kept
+                rows[new] = dict(after) if kept is None else {c: v for c, v in after.items() if c in kept}
                 n += 1 if old is None else 0
         return n
 
@@ -394,6 +423,8 @@ class Snapshot:
     :param guard: called before every progress or cursor write; raises when this process is no
         longer the destination's one consumer (:meth:`~.ha.RunningNode.check`: held before
         :meth:`run` and through it, so two workers never snapshot one destination at once).
+    :param project: the destination's column rules (:func:`column_projection`); the tables are read
+        and loaded with the kept columns only.
     """
 
     def __init__(
@@ -407,6 +438,7 @@ class Snapshot:
         chunk_size: int = 50_000,
         set_cursor: str = "if_absent",
         guard: Callable[[], None] | None = None,
+        project: Projection | None = None,
     ) -> None:
         self.meta = meta
         self.identity = identity
@@ -417,6 +449,7 @@ class Snapshot:
         self.chunk_size = chunk_size
         self.set_cursor = set_cursor
         self.guard = guard
+        self.project = project
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -479,8 +512,11 @@ class Snapshot:
             res.skipped = True
             return res
         schema, _, table = source.partition(".")
-        ts = table_schema(self.connect, schema, table)
-        reader = ChunkReader(self.client, self.connect, ts, self.tables.get(source), self.chunk_size)
+        reader = ChunkReader(
+            self.client, self.connect, table_schema(self.connect, schema, table), self.tables.get(source),
+            self.chunk_size, self.project,
+        )  # fmt: skip
+        ts = reader.ts
         if prog is None:
             self.loader.reset(source)
             prog = {"status": "running", "chunk": 0, "last_key": None, "rows": 0, "loads": []}
@@ -550,6 +586,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotResult",
     "chunk_changes",
+    "column_projection",
     "converter",
     "table_schema",
 ]

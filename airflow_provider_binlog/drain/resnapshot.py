@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow_provider_binlog.binlog.client import ReplicationClient
     from airflow_provider_binlog.binlog.position import BinlogPosition
+    from airflow_provider_binlog.canal.filter import TableFilter
     from airflow_provider_binlog.canal.meta.base import MetaManager
     from airflow_provider_binlog.canal.meta.model import ClientIdentity
     from airflow_provider_binlog.canal.resnapshot import ResnapshotResult
@@ -58,6 +59,7 @@ def resnapshot(
     chunk_size: int = 50_000,
     after: BinlogPosition | None = None,
     guard: Callable[[], None] | None = None,
+    table_filter: TableFilter | None = None,
 ) -> ResnapshotResult:
     """Rebuild ``target`` from ``source`` at a consistent binlog position ``S`` (resuming an
     unfinished attempt), swapped in with one commit marked at ``S``; return what was done.
@@ -70,16 +72,21 @@ def resnapshot(
     :param chunk_size: rows per chunk.
     :param after: ``S`` must lie after this position (the statement that asked for it).
     :param guard: called before every progress write (the running node's check).
+    :param table_filter: the destination's filter: its column rules (``columns=``,
+        ``exclude_columns=``) for ``source`` make the lake table hold the kept columns only, as its
+        row changes do.
     """
     from airflow_provider_binlog.canal.resnapshot import ResnapshotResult, TableResnapshot, source_exists
+    from airflow_provider_binlog.canal.snapshot import column_projection
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
 
     swapper = LakeResnapshot(spark, identity.destination, source, target, options)
     try:
         keys = options.key_columns if options is not None else ()
         job = TableResnapshot(
-            meta, identity, client, connect, source, target, swapper, keys, chunk_size, after, guard
-        )
+            meta, identity, client, connect, source, target, swapper, keys, chunk_size, after, guard,
+            column_projection(table_filter),
+        )  # fmt: skip
         if after is not None and not source_exists(connect, source):  # "A table gone since its statement"
             start = job.start_position()
             log.warning("re-snapshot of %s: the table no longer exists at %s; %s is left as it is", source,

@@ -298,6 +298,7 @@ class Drain:
             options=target_options_for(self.target_options, target),
             chunk_size=self.settings.snapshot_chunk_size, after=exc.position,
             guard=instance.running.check if instance.running is not None else None,
+            table_filter=instance.config.filter,
         )  # fmt: skip
 
     def _finish(self, point: Any, stop: Any, loop: ChunkLoop) -> dict[str, Any]:

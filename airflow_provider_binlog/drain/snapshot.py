@@ -68,11 +68,12 @@ def initial_snapshot(
     :param mode: ``initial`` or ``when_needed`` (see the operator's ``snapshot``).
     :param chunk_size: rows per snapshot chunk.
     :param target_options: the run's target options (key columns of tables without a primary key).
+        The instance's column rules (``columns=``, ``exclude_columns=``) select what is read and loaded.
     :param spark: starts the SparkSession.
     :param report: ``report(level, line)`` for the task log.
     """
     from airflow_provider_binlog.canal.errors import StartPositionError
-    from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, table_key
+    from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, column_projection, table_key
     from airflow_provider_binlog.canal.start import check_available
     from airflow_provider_binlog.lake import commits
     from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
@@ -115,6 +116,7 @@ def initial_snapshot(
             meta, ident, client, connect,
             {s: key_columns(target_options, t) for s, t in todo.items()}, loader, chunk_size,
             set_cursor="if_absent", guard=instance.running.check if instance.running else None,
+            project=column_projection(instance.config.filter),
         ).run()  # fmt: skip
     finally:
         loader.close()
