@@ -21,6 +21,22 @@ def add_source_arguments(parser: Any, user_help: str, required: bool = True, tit
     return group
 
 
+def add_destination_arguments(parser: Any) -> Any:
+    """The destination, its client id, its meta store (``--meta-dir`` or ``--zookeeper``) and the
+    wait for another consumer: what the subcommands that hold a destination share."""
+    dest = parser.add_argument_group("destination")
+    dest.add_argument("--destination", required=True, help="the destination (subscription) name")
+    dest.add_argument("--client-id", type=int, default=1001, help="canal client id (default 1001)")
+    where = dest.add_mutually_exclusive_group(required=True)
+    where.add_argument("--meta-dir", help="file meta store directory")
+    where.add_argument("--zookeeper", metavar="HOSTS", help="ZooKeeper hosts[/chroot] of the meta store")
+    dest.add_argument(
+        "--running-timeout", type=float, default=60.0,
+        help="with --zookeeper: seconds to wait for another consumer of the destination (default 60)",
+    )  # fmt: skip
+    return dest
+
+
 def source_password(args: argparse.Namespace) -> str:
     """The password from the variable ``--password-env`` names ("" without the option)."""
     var = args.password_env

@@ -26,7 +26,11 @@ import re
 import sys
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli_common import add_source_arguments, source_password
+from airflow_provider_binlog.cli_common import (
+    add_destination_arguments,
+    add_source_arguments,
+    source_password,
+)
 from airflow_provider_binlog.cli_verify import parse_conf, parse_tables
 from airflow_provider_binlog.errors import ConfigurationError
 
@@ -39,16 +43,7 @@ def register(subparsers: Any) -> None:
         description="Initial snapshot of MySQL/MariaDB tables into Iceberg tables (no global lock).",
     )
     add_source_arguments(p, "a user with SELECT and REPLICATION SLAVE/CLIENT")
-    dest = p.add_argument_group("destination")
-    dest.add_argument("--destination", required=True, help="the destination (subscription) name")
-    dest.add_argument("--client-id", type=int, default=1001, help="canal client id (default 1001)")
-    where = dest.add_mutually_exclusive_group(required=True)
-    where.add_argument("--meta-dir", help="file meta store directory")
-    where.add_argument("--zookeeper", metavar="HOSTS", help="ZooKeeper hosts[/chroot] of the meta store")
-    dest.add_argument(
-        "--running-timeout", type=float, default=60.0,
-        help="with --zookeeper: seconds to wait for another consumer of the destination (default 60)",
-    )  # fmt: skip
+    add_destination_arguments(p)
     p.add_argument(
         "--tables",
         required=True,
