@@ -21,6 +21,9 @@ setup_system() {
     [ -f /usr/share/java/zookeeper.jar ] || pkgs+=(zookeeper)
     [ -f /usr/share/java/slf4j-simple.jar ] || pkgs+=(libslf4j-java)
     [ -f /usr/share/java/jarjar.jar ] || pkgs+=(libjarjar-java)
+    # PostgreSQL: the Iceberg JDBC catalog's database in tests, and its JDBC driver for Spark
+    compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || pkgs+=(postgresql)
+    [ -f /usr/share/java/postgresql.jar ] || pkgs+=(libpostgresql-jdbc-java)
     command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
     "$PY" -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
     # the C row decoder (optional: without these the package installs and decodes in Python)

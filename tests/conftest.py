@@ -10,6 +10,8 @@ Fixtures
                         started KazooClient on that chroot.
 ``spark``               a local[2] SparkSession with Iceberg and a Hadoop catalog ``lake`` on a temp
                         warehouse.
+``postgres``            PostgreSQL 15 (an Iceberg JDBC catalog's database), role ``postgres.user``;
+                        ``catalog_database`` a fresh database on it (dropped afterwards).
 ``airflow_home``        a private ``AIRFLOW_HOME`` (sqlite), ``airflow db migrate`` once per session
                         (shared by ``tests/airflow`` and ``tests/faults``).
 
@@ -31,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+from airflow_provider_binlog.dev.services import MariaDbServer, PostgresServer, ZooKeeperServer
 
 # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after pytest
 # closed its streams; only its warnings matter here.
@@ -99,6 +101,23 @@ def zk_client(zookeeper: ZooKeeperServer, zk_chroot: str) -> Iterator[Any]:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def catalog_database(postgres: PostgresServer) -> Iterator[str]:
+    """A fresh database on ``postgres`` owned by ``postgres.user`` (for one JDBC catalog)."""
+    name = postgres.create_database(f"catalog_{os.getpid()}_{next(_db_counter)}")
+    yield name
+    postgres.drop_database(name)
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,12 @@
-"""Start real MariaDB and ZooKeeper servers as plain processes on free loopback ports.
+"""Start real MariaDB, ZooKeeper and PostgreSQL servers as plain processes on free loopback ports.
 
 Used by the test harness, the benchmarks and the demo. Each server lives in its own temporary
 directory and is stopped (and its directory removed) by :meth:`stop`. A server that does not come
 up fails fast with :class:`ServiceStartError` carrying the tail of its own log.
 
-Binaries come from Debian's ``mariadb-server`` and ``zookeeper`` packages (``dev.sh setup``
-installs them).
+Binaries come from Debian's ``mariadb-server``, ``zookeeper`` and ``postgresql`` packages
+(``dev.sh setup`` installs them). PostgreSQL refuses to run as root: as root, its processes run as
+the ``postgres`` system user (``$BINLOG_CDC_POSTGRES_USER`` names another), which owns its directory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -30,6 +32,8 @@ import pymysql
 from airflow_provider_binlog.errors import BinlogCdcError
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+POSTGRES_BIN = "/usr/lib/postgresql/15/bin"
+POSTGRES_USER_ENV = "BINLOG_CDC_POSTGRES_USER"
 _LIVE: list[Any] = []
 
 
@@ -377,3 +381,196 @@ class ZooKeeperServer(_LocalServer):
         """Stop and start again on the same port and data directory (znodes and sessions kept)."""
         self.stop(keep_data=True)
         self.start()
+
+
+def _postgres_bin(name: str) -> str:
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    return _find(str(Path(POSTGRES_BIN) / name), *(str(p) for p in found[-1:]), name)
+
+
+def _postgres_os_user() -> str | None:
+    """The OS user PostgreSQL's processes run as: ``None`` (this one) unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    name = os.environ.get(POSTGRES_USER_ENV) or "postgres"
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        raise ServiceStartError(
+            f"PostgreSQL does not run as root and there is no OS user {name!r} to run it as: install "
+            f"Debian's postgresql package (it creates 'postgres') or set {POSTGRES_USER_ENV}"
+        ) from None
+    return name
+
+
+@dataclass
+class PostgresServer(_LocalServer):
+    """A throwaway PostgreSQL (Debian's ``postgresql`` binaries) on a free loopback port.
+
+    The local superuser (``admin_user``) connects over the Unix socket in the server's directory
+    without a password; :attr:`user` (password :attr:`password`) is an ordinary role that owns
+    :attr:`database` and the databases :meth:`create_database` makes, and is what JDBC clients use
+    over TCP (``scram-sha-256``).
+
+    :param database: the database created at the first start.
+    """
+
+    database: str = "iceberg"
+    host: str = "127.0.0.1"
+    port: int = 0
+    admin_user: str = "cdc_admin"
+    user: str = "cdc_catalog"
+    password: str = field(default_factory=lambda: secrets.token_hex(12), repr=False)
+    basedir: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    os_user: str | None = field(default=None, repr=False)
+
+    @property
+    def datadir(self) -> Path:
+        assert self.basedir is not None, "server not started"
+        return self.basedir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.basedir is not None, "server not started"
+        return self.basedir / "postgres.log"
+
+    def jdbc_url(self, database: str | None = None) -> str:
+        """``jdbc:postgresql://127.0.0.1:PORT/DATABASE`` (no credentials in it)."""
+        return f"jdbc:postgresql://{self.host}:{self.port}/{database or self.database}"
+
+    def airflow_uri(self, database: str | None = None) -> str:
+        """An Airflow ``postgres`` connection URI for :attr:`user` (holds the password: never log it)."""
+        return (
+            f"postgres://{quote(self.user)}:{quote(self.password, safe='')}@{self.host}:{self.port}/"
+            f"{quote(database or self.database)}"
+        )
+
+    def start(self) -> PostgresServer:
+        """Create the cluster (first time only), start the server, create the role and database."""
+        first = self.basedir is None
+        if first:
+            self.os_user = _postgres_os_user()
+            self.basedir = Path(tempfile.mkdtemp(prefix="binlog-cdc-postgres-"))
+            if self.os_user is not None:
+                os.chown(self.basedir, pwd.getpwnam(self.os_user).pw_uid, -1)
+            self.port = self.port or free_port()
+            _LIVE.append(self)
+            self._initdb()
+        self._launch()
+        if first:
+            self.execute(f"CREATE ROLE {self.user} LOGIN PASSWORD '{self.password}'", echo=False)
+            self.create_database(self.database)
+        return self
+
+    def _run_as(self) -> dict[str, Any]:
+        if self.os_user is None:
+            return {}
+        return {"user": self.os_user, "group": pwd.getpwnam(self.os_user).pw_gid}
+
+    def _initdb(self) -> None:
+        out = subprocess.run(
+            [_postgres_bin("initdb"), "-D", str(self.datadir), "-U", self.admin_user, "--encoding=UTF8",
+             "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"],
+            capture_output=True, text=True, check=False, timeout=120, cwd=self.basedir, **self._run_as(),
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise ServiceStartError(
+                f"initdb failed ({out.returncode}):\n{out.stderr[-2000:]}\n{out.stdout[-1000:]}"
+            )
+
+    def _launch(self) -> None:
+        assert self.basedir is not None
+        args = [
+            _postgres_bin("postgres"),
+            "-D", str(self.datadir),
+            "-p", str(self.port),
+            "-k", str(self.basedir),
+            "-c", f"listen_addresses={self.host}",
+            "-c", "fsync=off",
+            "-c", "synchronous_commit=off",
+            "-c", "full_page_writes=off",
+            "-c", "max_connections=200",
+            "-c", "shared_buffers=32MB",
+        ]  # fmt: skip
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            if self.os_user is not None:
+                os.fchown(log, pwd.getpwnam(self.os_user).pw_uid, -1)
+            self.proc = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.basedir,
+                **self._run_as(),
+            )  # fmt: skip
+        finally:
+            os.close(log)
+        ready = _postgres_bin("pg_isready")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceStartError(
+                    f"postgres exited with {self.proc.returncode} on port {self.port}; log tail:\n"
+                    f"{_tail(self.log_path)}"
+                )
+            probe = subprocess.run(
+                [ready, "-q", "-h", str(self.basedir), "-p", str(self.port), "-U", self.admin_user,
+                 "-t", "1"],
+                capture_output=True, check=False, timeout=10,
+            )  # fmt: skip
+            if probe.returncode == 0:
+                return
+            time.sleep(0.1)
+        self._stop_postgres()
+        raise ServiceStartError(f"postgres did not answer within 60 s; log tail:\n{_tail(self.log_path)}")
+
+    def _stop_postgres(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGINT)  # "fast" shutdown: SIGTERM would wait for every client
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop the server; remove its directory unless ``keep_data`` (then :meth:`start` restarts it)."""
+        self._stop_postgres()
+        super().stop(keep_data)
+
+    def execute(self, sql: str, database: str = "postgres", echo: bool = True) -> list[tuple[str, ...]]:
+        """Run SQL as the local superuser (``psql``); return the rows as text tuples.
+
+        :param echo: put the statement in an error message (``False`` for one holding a password).
+        """
+        assert self.basedir is not None, "server not started"
+        out = subprocess.run(
+            [_postgres_bin("psql"), "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1",
+             "-h", str(self.basedir), "-p", str(self.port), "-U", self.admin_user, "-d", database, "-c", sql],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        if out.returncode != 0:
+            shown = sql if echo else "(statement not shown)"
+            raise BinlogCdcError(f"psql on port {self.port} failed: {shown}: {out.stderr.strip()[-1500:]}")
+        return [tuple(line.split("\t")) for line in out.stdout.splitlines() if line]
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name`` (letters, digits, underscores) owned by :attr:`user`; return it."""
+        if not name.replace("_", "").isalnum():
+            raise ValueError(f"database name {name!r}: letters, digits and underscores only")
+        self.execute(f'CREATE DATABASE "{name}" OWNER {self.user}')
+        return name
+
+    def drop_database(self, name: str) -> None:
+        """Drop database ``name`` and end its sessions."""
+        if not name.replace("_", "").isalnum():
+            raise ValueError(f"database name {name!r}: letters, digits and underscores only")
+        self.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def log_tail(self, lines: int = 30) -> str:
+        return _tail(self.log_path, lines)
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and data directory."""
+        self.stop(keep_data=True)
+        self._launch()
