@@ -77,6 +77,10 @@ class RunSettings:
         ``SET NULL`` foreign key (changes the ROW binlog does not hold, see :class:`.source.Cascade`):
         ``warn`` (default: one warning per constraint, listed in the summary's ``cascades``),
         ``fail`` (the run stops before reading) or ``ignore``.
+    :param staging_uri: where the run stages Parquet for Spark (a path or a ``pyarrow.fs`` URI the
+        executors read too; ``local``: the driver's temporary directory); ``None``: the session's
+        ``spark.binlog_cdc.staging_uri``, else ``<warehouse>/_binlog_cdc_staging`` (see
+        :mod:`..lake.staging`). The run removes what killed runs of its destination left there.
     """
 
     run_id: str = "manual"
@@ -91,6 +95,7 @@ class RunSettings:
     reconnect_attempts: int | None = None
     retention_headroom: float = 0.25
     on_cascade: str = "warn"
+    staging_uri: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.retention_headroom <= 1:
@@ -166,13 +171,27 @@ class Drain:
         self.loop: ChunkLoop | None = None
         self.retention: Retention | None = None  # the cursor file's headroom, checked at the start
         self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
+        self.held_at: float | None = None  # when this run took the destination (epoch seconds)
+        self._staging_conf: tuple[Any, str | None] | None = None  # (session, its setting before)
+
+    def _spark(self) -> Any:
+        """Start (or join) the session; a run's ``staging_uri`` becomes the session's staging setting
+        (so the snapshot's, the re-snapshots' and the drain's mergers all stage there) until the end."""
+        spark = self.spark_factory()
+        uri = self.settings.staging_uri
+        if uri and self._staging_conf is None:
+            from airflow_provider_binlog.lake.staging import STAGING_CONF
+
+            self._staging_conf = (spark, spark.conf.get(STAGING_CONF, None))
+            spark.conf.set(STAGING_CONF, uri)
+        return spark
 
     def _make_merger(self) -> ChangeMerger:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
         (the first fold of a target would wait for Spark to load its table otherwise)."""
         from airflow_provider_binlog.lake.merge import ChangeMerger
 
-        spark = self.spark or (self.session.result() if self.session is not None else self.spark_factory())
+        spark = self.spark or (self.session.result() if self.session is not None else self._spark())
         instance = self.instance  # staging tables of killed re-snapshot attempts go first
         clean_leftovers(
             instance.meta, instance.identity, spark, self.routes.target_for,
@@ -184,8 +203,23 @@ class Drain:
             max_rows=limits.max_rows_per_commit + limits.batch_size + 1,
             on_schema_change=self.on_schema_change,
         )  # fmt: skip
+        self._clean_staging(merger.staging.root)
         merger.load_marks()
         return merger
+
+    def _clean_staging(self, root: str) -> None:
+        """Remove the staging areas killed runs of this destination left (created before it was held)."""
+        from airflow_provider_binlog.lake.staging import clean_orphans, destination_folder
+
+        if self.held_at is None:
+            return
+        removed = clean_orphans(root, self.destination, self.held_at)
+        if removed:
+            self.report(
+                logging.INFO,
+                f"destination {self.destination}: removed {len(removed)} staging area(s) earlier runs "
+                f"left in {destination_folder(root, self.destination)}",
+            )
 
     def run(self, stop_at: Any = "head") -> dict[str, Any]:
         """Drain to ``stop_at`` (``head``, ``file:pos``, ``gtid:SET``, a timestamp); return the summary:
@@ -199,15 +233,16 @@ class Drain:
         try:
             # one consumer per destination from before the snapshot to the end of the run
             instance.hold(settings.running_timeout)
+            self.held_at = time.time()
             self.cascades = self._check_cascades()
             if settings.snapshot != "never":
                 self.spark = initial_snapshot(
                     instance, self.connect, known_routes(self.connect, self.routes),
                     mode=settings.snapshot, chunk_size=settings.snapshot_chunk_size,
-                    target_options=self.target_options, spark=self.spark_factory, report=report,
+                    target_options=self.target_options, spark=self._spark, report=report,
                 )  # fmt: skip
             else:  # the JVM starts (seconds) while the stop point is fixed and the parser starts
-                self.session = committer.submit(self.spark_factory)
+                self.session = committer.submit(self._spark)
             stop = stop_point(instance.client, stop_at)
             collector.__enter__()  # from the parser's start to the end of the drain
             try:
@@ -349,3 +384,8 @@ class Drain:
             merger.close()
         if self.spark is not None and self.settings.stop_spark:
             self.spark.stop()
+        elif self._staging_conf is not None:  # the session lives on: its own staging setting back
+            from airflow_provider_binlog.lake.staging import STAGING_CONF
+
+            session, before = self._staging_conf
+            session.conf.unset(STAGING_CONF) if before is None else session.conf.set(STAGING_CONF, before)

@@ -87,7 +87,8 @@ class ChangeMerger:
     :param tables: source ``schema.table`` -> target name (``catalog.namespace.table``; parts with
         dots or backticks in backticks). Entries of other tables are ignored.
     :param options: one :class:`TargetOptions` for all targets, or a mapping by target name.
-    :param staging_root: where Parquet is staged (must be readable by executors); a temp dir if ``None``.
+    :param staging_root: where Parquet is staged (must be readable by executors); ``None``: the
+        session's (:func:`~.staging.staging_root`: by default under the catalog's warehouse).
     :param max_rows: row images held (see :attr:`held`) before a chunk commit.
     :param parallel: targets a commit merges at once (their Spark jobs run side by side).
     :param on_schema_change: the policy for targets whose options leave it ``None`` (see
@@ -113,7 +114,7 @@ class ChangeMerger:
         self.routes = self._routes.by_source
         """Source ``schema.table`` -> quoted target name (read only: use :meth:`add_route`)."""
         self._options = options
-        self.staging = StagingArea(staging_root)
+        self.staging = StagingArea.for_session(spark, destination, staging_root, tables.values())
         self.max_rows = max_rows
         self.parallel = parallel
         self.timings: dict[str, float] = {"collapse": 0.0, "stage": 0.0, "spark": 0.0}

@@ -3,9 +3,33 @@
 Parquet through ``spark.read.parquet`` is about 3x faster than ``createDataFrame`` on Python tuples
 (STACK.md) and keeps the driver's memory to one chunk of Arrow arrays at a time.
 
-The staging root must be readable by the executors: a local directory is enough for ``local[*]`` and
-for a cluster on the same machine; a real cluster needs a shared URI (``hdfs://``, ``s3://``...),
-written through ``pyarrow.fs``.
+The files are written by the driver (the Airflow worker) and read by the executors, so they must be
+where both see them. Where they go (:func:`staging_root`, first match wins):
+
+1. the merger's ``staging_root`` argument (the drain's ``RunSettings.staging_uri``);
+2. the session's ``spark.binlog_cdc.staging_uri`` (:data:`STAGING_CONF`: ``spark_conf`` of the
+   operator, or set by the drain for the run);
+3. ``<warehouse of the targets' catalog>/_binlog_cdc_staging``: the filesystem or object store the
+   catalog already writes to, which every executor reaches;
+4. for a local master without a warehouse setting (a catalog that brings its own, such as REST): a
+   local temporary directory; any other master without one of the above fails, naming the setting.
+
+The value ``local`` means the driver's temporary directory (only right when the executors run on
+the driver's host, e.g. ``local[*]``). Any path or URI that ``pyarrow.fs.FileSystem.from_uri``
+understands works (a local path, ``file://``, ``hdfs://``, ``s3://``, ``gs://``, ``abfs://``);
+Spark must read the same URI (for object stores: the Hadoop connector of that scheme on the cluster).
+
+Layout and cleaning::
+
+    <root>/<destination>/<creation ms, 13 digits>-<32 hex>/   one merger's area (StagingArea)
+        <32 hex>/part-0.parquet                               one staged piece, deleted once its
+                                                              statement ran (StagedViews.drop)
+
+An area is removed when its merger closes (after the run, also after a failure). An area a killed
+process left behind is removed by the destination's next run (:func:`clean_orphans`, called by the
+drain once it holds the destination's ``running`` node: every area created before that moment
+belongs to a run that no longer holds it). Only names of exactly that form under the destination's
+own folder are touched.
 
 :class:`StagedViews` puts a staged file in front of Spark as a temporary view (what a statement
 reads) and removes both once the statement ran, or after a failure whatever is left.
@@ -15,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import re
 import tempfile
 import threading
 import time
@@ -23,18 +47,27 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.sql import parse_name
 from airflow_provider_binlog.lake.types import LakeColumn, LakeType, arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_CHUNK_ROWS = 65_536
+STAGING_CONF = "spark.binlog_cdc.staging_uri"
+"""Session setting naming the staging root (a path or URI; ``local``: the driver's temp directory)."""
+STAGING_FOLDER = "_binlog_cdc_staging"
+"""The staging root's folder name under a catalog's warehouse."""
+LOCAL = "local"
+_AREA = re.compile(r"(\d{13})-[0-9a-f]{32}")
 
 
 def _chunks(rows: Iterable[Sequence[Any]], size: int) -> Iterator[list[Sequence[Any]]]:
@@ -81,26 +114,102 @@ def _array(lake_type: LakeType, values: list[Any]) -> pa.Array:
     return pa.array(values, type=lake_type.arrow)
 
 
-class StagingArea:
-    """A private directory (local path or URI) holding the staged files of one merger.
+def local_root() -> str:
+    """The driver's staging root when staging is ``local``: a folder in its temporary directory."""
+    return os.path.join(tempfile.gettempdir(), "binlog-cdc-staging")
 
-    :param root: where to create it; a local temporary directory when ``None``.
+
+def staging_root(spark: SparkSession, catalog: str = "lake") -> str:
+    """The staging root of ``spark``'s merges into ``catalog`` (see the module docstring, 2-4).
+
+    :raises LakeError: a master other than ``local`` with no staging setting and no warehouse.
+    """
+    conf = spark.conf
+    value = (conf.get(STAGING_CONF, None) or "").strip()
+    if value:
+        return local_root() if value == LOCAL else value
+    warehouse = (conf.get(f"spark.sql.catalog.{catalog}.warehouse", None) or "").strip()
+    if warehouse:
+        return f"{warehouse.rstrip('/')}/{STAGING_FOLDER}"
+    master = spark.sparkContext.master or ""
+    if master == "local" or master.startswith("local["):
+        return local_root()
+    raise LakeError(
+        f"Spark master {master!r}: nowhere to stage files the executors can read: catalog {catalog!r} "
+        f"has no warehouse setting; set staging_uri (operator, RunSettings) or {STAGING_CONF} to a "
+        "shared filesystem or object store URI"
+    )
+
+
+def _filesystem(root: str) -> tuple[pafs.FileSystem, str, str]:
+    """``(filesystem, path in it, URI prefix Spark reads the path through)`` of a root."""
+    if "://" in root:
+        fs, base = pafs.FileSystem.from_uri(root)
+        prefix = root[: len(root) - len(base)] if root.endswith(base) else ""
+        if isinstance(fs, pafs.LocalFileSystem):
+            prefix = "file://"
+        return fs, base.rstrip("/"), prefix
+    return pafs.LocalFileSystem(), os.path.abspath(root).rstrip("/"), "file://"
+
+
+def destination_folder(root: str, destination: str) -> str:
+    """The folder of one destination's areas under ``root`` (the name %-quoted: one path segment)."""
+    return f"{root.rstrip('/')}/{quote(destination, safe='')}"
+
+
+def clean_orphans(root: str, destination: str, before: float) -> list[str]:
+    """Remove the areas of ``destination`` under ``root`` created before ``before`` (epoch seconds):
+    what killed runs left. Call it only while holding the destination (no other live run of it).
+    Returns the removed paths; a failed removal is skipped (the next run tries again)."""
+    fs, base, _ = _filesystem(destination_folder(root, destination))
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+    except (OSError, pa.ArrowException):
+        return []
+    removed = []
+    for info in infos:
+        found = _AREA.fullmatch(info.base_name)
+        if found is None or int(found.group(1)) >= before * 1000:
+            continue
+        try:
+            fs.delete_dir(info.path) if info.type == pafs.FileType.Directory else fs.delete_file(info.path)
+        except (OSError, pa.ArrowException):
+            continue
+        removed.append(info.path)
+    return removed
+
+
+class StagingArea:
+    """A private directory (local path or URI) holding the staged files of one merger:
+    ``<root>/<destination>/<creation ms>-<uuid>`` (``<root>/<...>`` without a destination).
+
+    :param root: where to create it; :func:`local_root` when ``None``.
+    :param destination: the destination whose folder it is in (see :func:`clean_orphans`).
     """
 
-    def __init__(self, root: str | None = None) -> None:
-        self._owned_tmp: str | None = None
-        if root is None:
-            self._owned_tmp = tempfile.mkdtemp(prefix="binlog-cdc-stage-")
-            root = self._owned_tmp
-        if "://" in root:
-            self.fs, base = pafs.FileSystem.from_uri(root)
-            self._uri_prefix = root[: len(root) - len(base)] if root.endswith(base) else ""
-        else:
-            self.fs = pafs.LocalFileSystem()
-            base = os.path.abspath(root)
-            self._uri_prefix = "file://"
-        self.base = f"{base.rstrip('/')}/{uuid.uuid4().hex}"
+    def __init__(self, root: str | None = None, destination: str = "") -> None:
+        root = root or local_root()
+        self.root = root
+        folder = destination_folder(root, destination) if destination else root
+        self.fs, base, self._uri_prefix = _filesystem(folder)
+        self.base = f"{base}/{int(time.time() * 1000):013d}-{uuid.uuid4().hex}"
         self.fs.create_dir(self.base, recursive=True)
+
+    @classmethod
+    def for_session(
+        cls, spark: SparkSession, destination: str, root: str | None = None, targets: Iterable[str] = ()
+    ) -> StagingArea:
+        """The area of a merger on ``spark``: in ``root``, else in :func:`staging_root` of the first
+        target's catalog (``lake`` for targets without one)."""
+        if root is None:
+            catalog = "lake"
+            for target in targets:
+                with contextlib.suppress(ConfigurationError):
+                    parts = parse_name(target)
+                    catalog = parts[0] if len(parts) >= 3 else catalog
+                break
+            root = staging_root(spark, catalog)
+        return cls(root, destination)
 
     def uri(self, path: str) -> str:
         """The URI Spark reads ``path`` (a path inside this area's filesystem) through."""
@@ -152,8 +261,6 @@ class StagingArea:
         """Delete everything this area staged."""
         with contextlib.suppress(OSError, pa.ArrowException):
             self.fs.delete_dir(self.base)
-        if self._owned_tmp is not None:
-            shutil.rmtree(self._owned_tmp, ignore_errors=True)
 
 
 class StagedViews:

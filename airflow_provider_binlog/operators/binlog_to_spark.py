@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.lake.merge import TargetOptions
 
 SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
+STAGING_URI_ENV = "BINLOG_CDC_STAGING_URI"
 
 
 def target_asset(target: str, source: str) -> Asset | None:
@@ -99,6 +100,11 @@ class BinlogToSparkOperator(BaseOperator):
         ``SET NULL`` foreign key does (the server does not write those changes to the ROW binlog, so
         its lake table misses them): ``warn`` (default; listed in the summary's ``cascades``),
         ``fail`` (the task stops before reading) or ``ignore``.
+    :param staging_uri: where staged Parquet goes on its way to the executors: a path or URI on a
+        filesystem or object store they read too (``local``: the Airflow worker's temporary
+        directory, for ``local[*]`` only). Default ``$BINLOG_CDC_STAGING_URI``, else
+        ``spark_conf["spark.binlog_cdc.staging_uri"]``, else ``<warehouse>/_binlog_cdc_staging``.
+        Cleaned after each statement and at the end; a later run removes what a killed one left.
     """
 
     #: seconds between progress lines in the task log (read, in the lake, merging, lag)
@@ -141,6 +147,7 @@ class BinlogToSparkOperator(BaseOperator):
         reconnect_attempts: int | None = None,
         retention_headroom: float = 0.25,
         on_cascade: str = "warn",
+        staging_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs and isinstance(tables, Mapping):
@@ -181,6 +188,7 @@ class BinlogToSparkOperator(BaseOperator):
         if on_cascade not in CASCADE_MODES:
             raise ValueError(f"on_cascade must be one of {', '.join(CASCADE_MODES)}, not {on_cascade!r}")
         self.on_cascade = on_cascade
+        self.staging_uri = staging_uri
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -223,6 +231,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.sql import check_target
+        from airflow_provider_binlog.metrics import emit_headroom
 
         self._check_start_from()
         routes = Routes(dict(self.tables), exclude=self.exclude)
@@ -243,6 +252,7 @@ class BinlogToSparkOperator(BaseOperator):
             snapshot_chunk_size=self.snapshot_chunk_size, stop_spark=self.stop_spark,
             reconnect_timeout=self.reconnect_timeout, reconnect_attempts=self.reconnect_attempts,
             retention_headroom=self.retention_headroom, on_cascade=self.on_cascade,
+            staging_uri=self.staging_uri or os.environ.get(STAGING_URI_ENV) or None,
         )  # fmt: skip
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
         try:
@@ -257,7 +267,10 @@ class BinlogToSparkOperator(BaseOperator):
                 target_options=self.target_options, on_schema_change=self.on_schema_change,
                 report=self._report,
             )  # fmt: skip
-            return drain.run(stop_at)
+            try:
+                return drain.run(stop_at)
+            finally:  # the run start's retention headroom as a gauge, the run failed or not
+                emit_headroom(self.destination, drain.retention)
         finally:
             self._instance = None
             hook.close()

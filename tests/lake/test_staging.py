@@ -1,0 +1,118 @@
+"""Where staged Parquet goes and how it is cleaned (:mod:`airflow_provider_binlog.lake.staging`).
+
+The filesystem parts need no Spark; the root a session resolves is checked on the harness's local
+session (its settings restored after each test).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.binlog.columns import ColumnDef
+from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.staging import (
+    STAGING_CONF,
+    STAGING_FOLDER,
+    StagingArea,
+    clean_orphans,
+    destination_folder,
+    local_root,
+    staging_root,
+)
+from airflow_provider_binlog.lake.types import LakeColumn, map_column
+
+COLS = [LakeColumn("id", map_column(ColumnDef("id", T.LONG)))]
+
+
+def test_an_area_lives_in_its_destination_folder_and_goes_with_close(tmp_path: Path) -> None:
+    area = StagingArea(str(tmp_path), "shop/eu 1")
+    folder = tmp_path / "shop%2Feu%201"  # one path segment whatever the name holds
+    (name,) = (p.name for p in folder.iterdir())
+    assert Path(area.base) == folder / name
+    created_ms = int(name.split("-")[0])
+    assert abs(created_ms / 1000 - time.time()) < 60
+    uri, n = area.write("piece", COLS, [(1,), (2,)])
+    assert n == 2 and uri == f"file://{folder / name / 'piece'}"
+    area.remove("piece")
+    assert not (folder / name / "piece").exists()
+    area.close()
+    assert not any(folder.iterdir())
+
+
+def test_a_file_uri_root_is_the_local_filesystem(tmp_path: Path) -> None:
+    area = StagingArea(f"file://{tmp_path}/stage", "d")
+    uri, _ = area.write("p", COLS, [(1,)])
+    assert uri.startswith(f"file://{tmp_path}/stage/d/")
+    assert Path(uri[len("file://") :], "part-0.parquet").exists()
+    area.close()
+
+
+def test_clean_orphans_removes_only_older_areas_of_its_own_destination(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    killed = StagingArea(root, "shop")  # a run killed before it could close its area
+    killed.write("p", COLS, [(1,)])
+    other = StagingArea(root, "other")  # another destination's live run
+    foreign = Path(destination_folder(root, "shop")) / "not-ours"  # a name of no area
+    foreign.mkdir()
+    time.sleep(0.01)
+    started = time.time()
+    time.sleep(0.01)
+    live = StagingArea(root, "shop")  # made by the run that cleans
+    removed = clean_orphans(root, "shop", started)
+    assert removed == [killed.base]
+    left = {p.name for p in Path(destination_folder(root, "shop")).iterdir()}
+    assert left == {"not-ours", Path(live.base).name}
+    assert Path(other.base).exists()
+    assert clean_orphans(root, "nobody", time.time()) == []  # no folder: nothing to do
+    live.close()
+    other.close()
+
+
+@pytest.fixture
+def session(spark: Any) -> Iterator[Any]:
+    """The harness's session with its staging setting and a test catalog's settings restored after."""
+    before = spark.conf.get(STAGING_CONF, None)
+    try:
+        yield spark
+    finally:
+        if before is None:
+            spark.conf.unset(STAGING_CONF)
+        else:
+            spark.conf.set(STAGING_CONF, before)
+        spark.conf.unset("spark.sql.catalog.stagetest.warehouse")
+
+
+@pytest.mark.spark
+def test_the_session_decides_the_root(session: Any, tmp_path: Path) -> None:
+    warehouse = session.conf.get("spark.sql.catalog.lake.warehouse")
+    assert staging_root(session) == f"{warehouse.rstrip('/')}/{STAGING_FOLDER}"
+    session.conf.set("spark.sql.catalog.stagetest.warehouse", "s3://bucket/wh/")
+    assert staging_root(session, "stagetest") == f"s3://bucket/wh/{STAGING_FOLDER}"
+    # a catalog with no warehouse (e.g. REST) on a local master: the driver's temp directory
+    assert staging_root(session, "nowarehouse") == local_root()
+    session.conf.set(STAGING_CONF, str(tmp_path))
+    assert staging_root(session) == str(tmp_path)
+    area = StagingArea.for_session(session, "d", targets=["lake.db.t"])
+    assert area.base.startswith(f"{tmp_path}/d/")
+    area.close()
+    session.conf.set(STAGING_CONF, "local")
+    assert staging_root(session) == local_root()
+
+
+def test_a_cluster_without_a_shared_root_is_refused() -> None:
+    class Conf:
+        def get(self, key: str, default: Any = None) -> Any:
+            return default
+
+    class Session:
+        conf = Conf()
+        sparkContext = type("Ctx", (), {"master": "spark://h:7077"})()
+
+    with pytest.raises(LakeError, match="staging_uri"):
+        staging_root(Session())  # type: ignore[arg-type]
