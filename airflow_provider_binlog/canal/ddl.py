@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_provider_binlog.canal.partitions import PartitionDef, Partitioning
 
 _TOKEN = re.compile(
     r"""
@@ -139,6 +143,12 @@ class AlterOp:
     :param first: ``FIRST`` given.
     :param after: ``AFTER col`` given.
     :param columns: the key columns (add_pk).
+    :param partitions: the partitions a partition clause names (DROP/TRUNCATE/REORGANIZE/EXCHANGE...).
+    :param all_partitions: ``... PARTITION ALL``.
+    :param definitions: ADD PARTITION / REORGANIZE ... INTO: the new partitions, when read.
+    :param partitioning: PARTITION BY: the new partitioning (``None``: not read).
+    :param other: EXCHANGE PARTITION ... WITH TABLE: that table.
+    :param read: a partition clause read completely (see :mod:`.partitions`).
     """
 
     op: str
@@ -148,6 +158,12 @@ class AlterOp:
     first: bool = False
     after: str | None = None
     columns: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    all_partitions: bool = False
+    definitions: tuple[PartitionDef, ...] | None = None
+    partitioning: Partitioning | None = None
+    other: tuple[str, str] | None = None
+    read: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,6 +191,11 @@ class DdlStatement:
     default_charset: str | None = field(default=None)
     if_not_exists: bool = False
     """``CREATE TABLE IF NOT EXISTS`` / ``DROP TABLE IF EXISTS``."""
+    partitioning: Partitioning | None = None
+    """CREATE TABLE: the table's partitioning (``NOT_PARTITIONED`` without ``PARTITION BY``;
+    ``None``: a ``PARTITION BY`` not read)."""
+    partitioning_unread: bool = False
+    """ALTER TABLE: the statement mentions partitions in a way not read as a partition clause."""
 
 
 _DDL_START = re.compile(
@@ -442,24 +463,40 @@ def _create(p: _P) -> DdlStatement:
             continue
         p.eat_p(")")
         break
-    charset = _table_charset(p)
+    charset, partitioning = _table_options(p)
     return DdlStatement(
-        "create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset, if_not_exists=ine
-    )
+        "create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset,
+        if_not_exists=ine, partitioning=partitioning,
+    )  # fmt: skip
 
 
-def _table_charset(p: _P) -> str | None:
+def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
+    """After CREATE TABLE's columns: the default charset and the partitioning."""
+    from airflow_provider_binlog.canal import partitions
+
     charset = None
+    partitioning: Partitioning | None = partitions.NOT_PARTITIONED
     while p.peek() is not None:
         u = p.up()
         if u in ("CHARSET", "CHARACTER"):
             charset = p.charset_clause()
             continue
+        if u == "PARTITION" and p.up(1) == "BY":
+            p.i += 2
+            try:
+                partitioning = partitions.parse_partition_by(p)
+            except (ValueError, IndexError):
+                partitioning = None
+            continue
+        if u in ("PARTITION", "PARTITIONS", "SUBPARTITION"):
+            partitioning = None  # a partition clause not read
         p.i += 1
-    return charset
+    return charset, partitioning
 
 
 def _alter(p: _P) -> DdlStatement:
+    from airflow_provider_binlog.canal import partitions
+
     p.eat("ONLINE", "IGNORE")
     if not p.eat("TABLE"):
         return DdlStatement("other")
@@ -490,8 +527,7 @@ def _alter(p: _P) -> DdlStatement:
                 ops.append(AlterOp("add_pk", columns=p.name_list()))
                 p.skip_clause()
             elif u2 == "PARTITION":
-                ops.append(AlterOp("partition", "add"))
-                p.i = len(p.t)
+                ops.append(partitions.parse_alter_partition(p, "add"))
             elif u2 in (
                 "KEY",
                 "INDEX",
@@ -525,8 +561,8 @@ def _alter(p: _P) -> DdlStatement:
                 p.i += 2
                 ops.append(AlterOp("drop_pk"))
             elif p.up() == "PARTITION":
-                ops.append(AlterOp("partition", "drop"))
-                p.i = len(p.t)  # partition operations stand alone in a statement (names, commas...)
+                # partition operations stand alone in a statement (names, commas...)
+                ops.append(partitions.parse_alter_partition(p, "drop"))
             elif p.up() in _INDEX_WORDS or p.up() == "CONSTRAINT":
                 p.skip_clause()
             else:
@@ -569,11 +605,11 @@ def _alter(p: _P) -> DdlStatement:
             ops.append(AlterOp("alter_column"))
             p.skip_clause()  # ALTER [COLUMN] c SET DEFAULT ...: no effect on the rows or their format
         elif u in _PARTITION_VERBS and (p.up(1) in ("PARTITION", "PARTITIONING") or u == "COALESCE"):
-            ops.append(AlterOp("partition", _PARTITION_VERBS[u]))
-            p.i = len(p.t)  # partition operations stand alone in a statement
+            p.i += 1  # partition operations stand alone in a statement
+            ops.append(partitions.parse_alter_partition(p, _PARTITION_VERBS[u]))
         elif u == "PARTITION" and p.up(1) == "BY":
-            ops.append(AlterOp("partition", "by"))
-            p.i = len(p.t)  # the partitioning is the statement's last clause
+            p.i += 1  # the partitioning is the statement's last clause
+            ops.append(partitions.parse_alter_partition(p, "by"))
         elif u == "CONVERT" and p.up(1) in ("PARTITION", "TABLE"):
             ops.append(AlterOp("partition", "convert"))  # MariaDB: a partition out to a table or in
             p.i = len(p.t)
@@ -594,8 +630,16 @@ def _alter(p: _P) -> DdlStatement:
             p.skip_clause()
         if not p.eat_p(",") and p.peek() is not None:
             p.i += 1
-    tables = (table,)
-    return DdlStatement("alter", tables, renames=tuple(renames), ops=tuple(ops), complete=complete)
+    tables: tuple[tuple[str, str], ...] = (table,)
+    for clause in ops:  # EXCHANGE PARTITION: the other table's rows change too
+        if clause.other is not None and clause.other != table:
+            tables += (clause.other,)
+    unread = any(t.upper in ("PARTITION", "PARTITIONING") for t in p.t) and not any(
+        o.op == "partition" for o in ops
+    )
+    return DdlStatement(
+        "alter", tables, renames=tuple(renames), ops=tuple(ops), complete=complete, partitioning_unread=unread
+    )
 
 
 _INDEX_WORDS = frozenset(

@@ -17,6 +17,7 @@ from typing import Any
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.canal.ddl import AlterOp, ColumnSpec, DdlStatement, Default
 from airflow_provider_binlog.canal.errors import CanalError
 from airflow_provider_binlog.errors import ConfigurationError
@@ -224,7 +225,12 @@ class RestartTable:
     schema: TableSchema | None
 
 
-LakeAction = AddColumn | RenameColumn | DropColumn | ChangeColumn | EmptyTable | DropTable | RestartTable
+DeleteRows = partitions.DeleteRows
+"""Delete the rows of partitions (TRUNCATE/DROP PARTITION on a known RANGE/LIST partitioning)."""
+
+LakeAction = (
+    AddColumn | RenameColumn | DropColumn | ChangeColumn | EmptyTable | DropTable | RestartTable | DeleteRows
+)
 
 
 @dataclass(frozen=True)
@@ -558,10 +564,38 @@ def classify(
     ops: list[Operation] = []
     columns = {c.name.lower(): c for c in before.columns} if before is not None else None
     for clause in stmt.ops:
+        if clause.op == "partition":
+            ops.append(_partition_clause(clause, table, before))
+            continue
         ops.append(_alter_clause(clause, columns, after, policy))
         if columns is not None:
             _track(columns, clause, after)
     return [op for op in ops if op is not NOOP]
+
+
+def _partition_clause(clause: AlterOp, table: tuple[str, str], before: TableSchema | None) -> Operation:
+    """A partition clause: rows that move between partitions are nothing to the lake; TRUNCATE /
+    DROP PARTITION delete the partitions' rows when the history knows their bounds at this point
+    (:mod:`.partitions`), else (and for EXCHANGE, CONVERT, DISCARD/IMPORT) a re-snapshot."""
+    verb = clause.name
+    if verb in ("add", "reorganize", "coalesce", "maintain", "remove", "by"):
+        return NOOP  # rows move between partitions, none is lost or added
+    if verb == "exchange" and clause.other is not None and table == clause.other:
+        return Operation("partition", exact=False, reason="EXCHANGE PARTITION swapped this table's rows "
+                         "with a partition's, without row events")  # fmt: skip
+    if verb == "truncate" and clause.all_partitions:
+        return Operation("partition", (EmptyTable(),))  # every partition: the table's rows
+    if verb in ("truncate", "drop"):
+        try:
+            return Operation("partition", (partitions.delete_action(clause, before),))
+        except partitions.NotExact as exc:
+            why = f"the rows of the partitions cannot be told exactly ({exc})"
+            return Operation("partition", exact=False, reason=f"{verb.upper()} PARTITION removes rows "
+                             f"without row events, and {why}")  # fmt: skip
+    return Operation(
+        "partition", exact=False,
+        reason=f"{verb.upper()} PARTITION removes or brings rows without row events",
+    )  # fmt: skip
 
 
 def _track(columns: dict[str, ColumnDef], clause: AlterOp, after: TableSchema | None) -> None:
@@ -587,15 +621,6 @@ def _alter_clause(
         if clause.name.lower() in _LOSSLESS_TARGET_CHARSETS:
             return NOOP  # every charset converts to utf8mb4 losslessly; the lake holds text
         return Operation("modify_column", exact=False, reason=f"CONVERT TO CHARACTER SET {clause.name}")
-    if op == "partition":
-        verb = clause.name
-        if verb in ("add", "reorganize", "coalesce", "maintain", "remove", "by"):
-            return NOOP  # rows move between partitions, none is lost or added
-        return Operation(
-            "partition", exact=False,
-            reason=f"{verb.upper()} PARTITION removes or brings rows without row events, and the "
-            "partition bounds are not known here",
-        )  # fmt: skip
     if op == "add":
         spec = clause.spec
         assert spec is not None

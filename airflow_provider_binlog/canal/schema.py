@@ -33,7 +33,10 @@ Stored in the meta manager under the client node (one record per table)::
           "information_schema"|"table_map", "dropped": false,
           "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable",
                        "precision","scale","fsp","meta"}...],
-          "pk": ["id"]}, ...]
+          "pk": ["id"], "partitioning": {...} | null}, ...]
+
+``partitioning`` (:mod:`.partitions`): the table's partitioning when known (``{"method": ""}``: not
+partitioned), ``null`` or absent when not known (records written before it was kept load so).
 
 Names outside ``[A-Za-z0-9_.-]`` are escaped as ``=HH`` per UTF-8 byte.
 """
@@ -50,6 +53,7 @@ from typing import Any
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
+from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, tokenize
 from airflow_provider_binlog.canal.errors import MetaConflictError
 from airflow_provider_binlog.canal.meta.base import MetaManager
@@ -242,6 +246,7 @@ class SchemaHistory:
                         tuple(column_from_json(c) for c in v["columns"]),
                         tuple(v.get("pk") or ()),
                     )
+                    ts = partitions.with_partitioning(ts, partitions.from_json(v.get("partitioning")))
                 versions.append(((int(v["at"][0]), int(v["at"][1])), ts, v.get("source", "")))
         self._versions[name] = sorted(versions, key=lambda x: x[0])
         return self._versions[name]
@@ -257,6 +262,7 @@ class SchemaHistory:
                 "dropped": ts is None,
                 "columns": [column_to_json(c) for c in ts.columns] if ts else [],
                 "pk": list(ts.primary_key) if ts else [],
+                "partitioning": partitions.to_json(partitions.partitioning_of(ts)),
             }
             for key, ts, source in versions
         ]
@@ -317,8 +323,15 @@ class SchemaHistory:
             self._collations = Collations(rows)
         return self._collations
 
-    def from_information_schema(self, schema: str, table: str) -> TableSchema | None:
-        """The table's columns now, or ``None`` when it does not exist (or no connection)."""
+    def from_information_schema(
+        self, schema: str, table: str, with_partitioning: bool = False
+    ) -> TableSchema | None:
+        """The table's columns now, or ``None`` when it does not exist (or no connection).
+
+        :param with_partitioning: also read its partitioning (:mod:`.partitions`; only where "now"
+            is the position the version is recorded at: the bootstrap). Without it, the version does
+            not know its partitioning.
+        """
         if self.connect is None:
             return None
         from airflow_provider_binlog.binlog.table_map import collation_codec
@@ -381,7 +394,25 @@ class SchemaHistory:
         )
         if charset_rows:
             self._table_charsets[(schema, table)] = str(charset_rows[0][0])
-        return TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+        ts = TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+        if with_partitioning:
+            ts = partitions.with_partitioning(ts, self.partitioning_from_information_schema(schema, table))
+        return ts
+
+    def partitioning_from_information_schema(self, schema: str, table: str) -> partitions.Partitioning | None:
+        """The table's partitioning now (``None``: not read; see
+        :func:`.partitions.from_information_schema_rows`)."""
+        try:
+            rows = self._query(
+                "SELECT PARTITION_NAME, PARTITION_METHOD, SUBPARTITION_METHOD, PARTITION_EXPRESSION, "
+                "PARTITION_DESCRIPTION FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = %s AND "
+                "TABLE_NAME = %s ORDER BY PARTITION_ORDINAL_POSITION, SUBPARTITION_ORDINAL_POSITION",
+                (schema, table),
+            )
+            return partitions.from_information_schema_rows(rows)
+        except Exception as exc:  # the partitioning is an optimisation: unknown means re-snapshot
+            log.warning("partitions of %s.%s not read from information_schema: %s", schema, table, exc)
+            return None
 
     def bootstrap(self, tables: Iterable[tuple[str, str]], position: BinlogPosition) -> int:
         """Snapshot ``tables`` from ``information_schema`` as of ``position`` (the head now).
@@ -392,7 +423,7 @@ class SchemaHistory:
         for schema, table in tables:
             if self.versions(schema, table):
                 continue
-            ts = self.from_information_schema(schema, table)
+            ts = self.from_information_schema(schema, table, with_partitioning=True)
             if ts is not None and self.record(schema, table, position_key(position), ts, "bootstrap"):
                 n += 1
         return n
@@ -431,6 +462,9 @@ class SchemaHistory:
                         prev = self.at(schema, table, (key[0], key[1] - 1))
                         base = prev[0] if prev else None
                         ts = self._altered(base, stmt) if (base is not None and stmt.complete) else None
+                        if ts is not None:
+                            after = partitions.after_alter(partitions.partitioning_of(base), stmt)
+                            ts = partitions.with_partitioning(ts, after)
                         if ts is None:
                             ts = self.from_information_schema(schema, table)
                             self.record(schema, table, key, ts, "information_schema")
@@ -466,7 +500,9 @@ class SchemaHistory:
     def _created(self, stmt: DdlStatement, schema: str, table: str, key: Key) -> TableSchema | None:
         if stmt.like is not None:
             prev = self.at(stmt.like[0], stmt.like[1], key)
-            return replace(prev[0], schema=schema, table=table) if prev and prev[0] else None
+            if not prev or prev[0] is None:
+                return None
+            return partitions.with_partitioning(replace(prev[0], schema=schema, table=table), None)
         if not stmt.complete or not stmt.columns:
             return self.from_information_schema(schema, table)
         coll = self.collations()
@@ -474,7 +510,9 @@ class SchemaHistory:
             self._table_charsets[(schema, table)] = stmt.default_charset
         cs = self._table_charsets.get((schema, table))
         cols = tuple(spec_to_column(c, coll, cs) for c in stmt.columns)
-        return TableSchema(schema, table, cols, stmt.primary_key)
+        return partitions.with_partitioning(
+            TableSchema(schema, table, cols, stmt.primary_key), stmt.partitioning
+        )
 
     def _altered(self, base: TableSchema, stmt: DdlStatement) -> TableSchema | None:
         cols = list(base.columns)

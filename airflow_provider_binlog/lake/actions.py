@@ -30,7 +30,9 @@ import decimal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_binlog.binlog.columns import ColumnDef
 from airflow_provider_binlog.canal import operations as ops
+from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import commits, merge_sql
 from airflow_provider_binlog.lake.ddl import TargetTables
@@ -65,6 +67,44 @@ def sql_literal(value: Any, lake: LakeType) -> str:
     if isinstance(converted, datetime.date):
         return f"DATE {merge_sql.sql_string(converted.isoformat())}"
     raise LakeError(f"no SQL literal for a {type(converted).__name__} of lake type {lake.sql}")
+
+
+def bound_literal(value: Any, col: ColumnDef, opts: TargetOptions, target: str) -> str:
+    """A partition bound as a typed Spark SQL literal: integers as BIGINT (DECIMAL(20,0) beyond it:
+    a bound may lie outside the column's own range), dates and datetimes as the column's lake type."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        wide = "BIGINT" if -(2**63) <= value < 2**63 else "DECIMAL(20,0)"
+        return f"CAST({merge_sql.sql_string(str(value))} AS {wide})"
+    if isinstance(value, datetime.date):
+        return sql_literal(value, map_column(col, opts.types, target))
+    raise LakeError(f"no bound literal for a {type(value).__name__} ({col.name!r} of {target})")
+
+
+def predicate_sql(action: partitions.DeleteRows, opts: TargetOptions, target: str) -> str:
+    """Spark SQL of :attr:`~..canal.partitions.DeleteRows.where`: every comparison two-valued
+    (NULL sorts below every value in a range, equals only NULL in a list), identifiers quoted, bounds
+    typed literals (:func:`bound_literal`)."""
+    cols = action.columns
+
+    def render(p: partitions.Pred) -> str:
+        if isinstance(p, partitions.Const):
+            return "true" if p.value else "false"
+        if isinstance(p, partitions.Less | partitions.Equal):
+            col = cols[p.col]
+            name = quote(col.name)
+            if p.value is None:
+                return f"({name} IS NULL)"
+            lit = bound_literal(p.value, col, opts, target)
+            if isinstance(p, partitions.Less):
+                return f"({name} IS NULL OR {name} < {lit})"
+            return f"({name} IS NOT NULL AND {name} = {lit})"
+        if isinstance(p, partitions.And):
+            return "(" + " AND ".join(render(i) for i in p.items) + ")"
+        if isinstance(p, partitions.Or):
+            return "(" + " OR ".join(render(i) for i in p.items) + ")"
+        return f"(NOT {render(p.item)})"
+
+    return render(action.where)
 
 
 class DdlActions:
@@ -131,6 +171,8 @@ class DdlActions:
             self._change(target, action, opts)
         elif isinstance(action, ops.EmptyTable):
             self._empty(target, opts)
+        elif isinstance(action, partitions.DeleteRows):
+            self._delete_rows(target, action, opts)
         elif isinstance(action, ops.RestartTable):
             self._empty(target, opts)
             if action.schema is not None:
@@ -179,6 +221,18 @@ class DdlActions:
     def _empty(self, target: str, opts: TargetOptions) -> None:
         _count, statement = merge_sql.truncate_sql(target, opts.soft_delete, None)
         self.spark.sql(statement)
+
+    def _delete_rows(self, target: str, action: partitions.DeleteRows, opts: TargetOptions) -> None:
+        """Delete (or, with soft deletes, mark deleted) the rows of the partitions; the same table
+        when run again."""
+        where = predicate_sql(action, opts, target)
+        if opts.soft_delete:
+            deleted = quote(DELETED_COLUMN)
+            self.spark.sql(
+                f"UPDATE {target} SET {deleted} = true WHERE {deleted} IS DISTINCT FROM true AND ({where})"
+            )
+        else:
+            self.spark.sql(f"DELETE FROM {target} WHERE {where}")
 
     def _reshape(self, target: str, columns: list[LakeColumn], opts: TargetOptions) -> None:
         """Make the (emptied) table's columns ``columns`` plus the option columns."""
