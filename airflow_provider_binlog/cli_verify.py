@@ -1,12 +1,16 @@
 """``binlog-cdc verify``: compare source tables with their lake tables.
 
 Row counts and per-row hashes after bringing both sides to one canonical form (see
-:mod:`airflow_provider_binlog.lake.verify`); every differing key is listed. Exit status 0 when
+:mod:`airflow_provider_binlog.lake.verify`); every differing key is listed, and for the first
+``--show`` of them the differing columns with the source's and the lake's value side by side, with
+per-column counts of differing rows. Rows are matched on ``--key``, else the primary key, else the
+first unique key whose columns are all NOT NULL. ``--at-cursor`` compares at one binlog position
+while the source is written (:mod:`airflow_provider_binlog.lake.verify_cursor`). Exit status 0 when
 every table is equal, 1 when any differs (or on an error)::
 
     binlog-cdc verify --host db --user repl --password-env DB_PASSWORD \\
         --tables 'shop.orders=lake.shop.orders,shop.customers=lake.shop.customers' \\
-        --warehouse /data/warehouse
+        --warehouse /data/warehouse [--at-cursor]
 
 A catalog other than the embedded Hadoop one is plain Spark configuration:
 ``--catalog lake --conf spark.sql.catalog.lake.type=rest --conf spark.sql.catalog.lake.uri=...``.
@@ -27,10 +31,11 @@ def register(subparsers: Any) -> None:
     """Add ``verify``."""
     p = subparsers.add_parser(
         "verify",
-        help="compare source tables with their lake tables (counts, per-row hashes, differing keys)",
-        description="Compare MySQL/MariaDB tables with their Iceberg tables, value by value.",
+        help="compare source tables with their lake tables (counts, per-row hashes, differing columns)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_source_arguments(p, "a user with SELECT on the tables")
+    add_source_arguments(p, "a user with SELECT on the tables (and REPLICATION SLAVE for --at-cursor)")
     p.add_argument(
         "--tables",
         required=True,
@@ -48,8 +53,48 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="more Spark configuration (repeatable)",
     )
-    p.add_argument("--limit", type=int, default=10, help="differing keys shown per kind (default 10)")
+    p.add_argument(
+        "--show", "--limit", dest="show", type=int, default=10, metavar="N",
+        help="differing keys listed per kind, and shown column by column (default 10)",
+    )  # fmt: skip
+    p.add_argument(
+        "--key", action="append", default=[], metavar="[SCHEMA.TABLE=]COL[,COL]",
+        help="compare on these columns (repeatable; without SCHEMA.TABLE= for every table). Default: the "
+        "primary key, else the first unique key whose columns are all NOT NULL",
+    )  # fmt: skip
+    at = p.add_argument_group("at a binlog position")
+    at.add_argument(
+        "--at-cursor", action="store_true",
+        help="compare the source and the lake at one binlog position (see above): meaningful while the "
+        "source is written",
+    )  # fmt: skip
+    at.add_argument(
+        "--destination",
+        help="with --at-cursor: use this destination's commit marks (default: each table's newest mark)",
+    )
     p.set_defaults(func=run_verify)
+
+
+DESCRIPTION = """\
+Compare MySQL/MariaDB tables with their Iceberg tables, value by value. Differing keys are listed;
+for the first --show of them, the differing columns with the source's and the lake's value side by
+side, and per column the number of differing rows. Rows are matched on --key, else the primary key,
+else the first unique key whose columns are all NOT NULL (the report names it).
+
+--at-cursor compares at one binlog position, so it means something while the source is written:
+  1. each lake table's current Iceberg snapshot is pinned, with its newest binlog-cdc commit mark
+     (the lake holds the destination's changes up to that binlog point, none after);
+  2. the source is read inside START TRANSACTION WITH CONSISTENT SNAPSHOT, whose binlog position P
+     is exact (MariaDB's binlog_snapshot_file/position; MySQL: taken under a brief FLUSH TABLES
+     WITH READ LOCK, which needs RELOAD);
+  3. the binlog from the lake's mark to P is read: keys changed in between are left out, reported
+     as "changed after the lake's position: N key(s), not compared";
+  4. every other key is compared; its value at P is its value at the lake's mark.
+The report gives both positions. Needs REPLICATION SLAVE; refused (exit 1, with the reason) when a
+table has no commit mark, only the initial snapshot's, or a DDL/TRUNCATE/statement-format DML
+between the two positions.
+
+Exit status: 0 every table equal, 1 a difference or an error."""
 
 
 def parse_tables(text: str) -> dict[str, str]:
@@ -67,6 +112,27 @@ def parse_tables(text: str) -> dict[str, str]:
         out[source] = target
     if not out:
         raise ConfigurationError("--tables: no tables given")
+    return out
+
+
+def parse_keys(items: list[str], tables: dict[str, str]) -> dict[str, list[str]]:
+    """``["id", "shop.t=a,b"]`` -> ``{source: key columns}`` (a bare list applies to every table)."""
+    out: dict[str, list[str]] = {}
+    for item in sorted(items, key=lambda k: "=" not in k):  # table-specific ones first
+        where, sep, cols = item.rpartition("=")
+        columns = [c.strip() for c in cols.split(",")]
+        if not all(columns):
+            raise ConfigurationError(
+                f"--key: cannot read {item!r}; write col[,col] or schema.table=col[,col]"
+            )
+        if not sep:
+            for source in tables:
+                out.setdefault(source, columns)
+            continue
+        source = where.strip()
+        if source not in tables:
+            raise ConfigurationError(f"--key: {source} is not one of the --tables")
+        out[source] = columns
     return out
 
 
@@ -90,9 +156,13 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     tables = parse_tables(args.tables)
     conf = parse_conf(args.conf)
+    keys = parse_keys(args.key, tables)
+    if args.destination and not args.at_cursor:
+        raise ConfigurationError("--destination is used only with --at-cursor")
+    password = source_password(args)
     try:
         conn = pymysql.connect(
-            host=args.host, port=args.port, user=args.user, password=source_password(args),
+            host=args.host, port=args.port, user=args.user, password=password,
             autocommit=True, charset="utf8mb4", connect_timeout=10,
         )  # fmt: skip
     except pymysql.err.MySQLError as exc:
@@ -105,9 +175,19 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         catalog=args.catalog, conf=conf,
     )  # fmt: skip
     try:
+        if args.at_cursor:
+            from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+            from airflow_provider_binlog.lake import verify_cursor
+
+            client = ReplicationClient(ReplicationConfig(args.host, args.port, args.user, password))
+            diffs = verify_cursor.verify_at_cursor(
+                conn, client, spark, tables, keys, destination=args.destination, show=args.show
+            )
+        else:
+            diffs = verify.verify_tables(conn, spark, tables, keys, show=args.show)
         equal = True
-        for diff in verify.verify_tables(conn, spark, tables):
-            out.write(diff.describe(limit=args.limit) + "\n")
+        for diff in diffs:
+            out.write(diff.describe(limit=args.show) + "\n")
             equal = equal and diff.equal
         out.flush()
         return 0 if equal else 1
