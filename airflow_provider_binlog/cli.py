@@ -43,10 +43,11 @@ SUBCOMMAND_MODULES: list[str] = [
     "airflow_provider_binlog.cli_verify",
     "airflow_provider_binlog.cli_snapshot",
     "airflow_provider_binlog.cli_resnapshot",
+    "airflow_provider_binlog.cli_status",
 ]
 """Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
 :mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``, :mod:`.cli_resnapshot`
-adds ``resnapshot``)."""
+adds ``resnapshot``, :mod:`.cli_status` adds ``status``)."""
 
 
 # --------------------------------------------------------------------------- JSON values

@@ -1,10 +1,12 @@
 """What a run asks the source before it drains: where to stop, which tables its routes match, how
-far the cursor's binlog file is from being purged (:func:`retention_headroom`), and which routed
-tables are children of cascading foreign keys (:func:`cascades`)."""
+far the cursor's binlog file is from being purged (:func:`retention_headroom`: the one computation
+the run start, the sensor and ``binlog-cdc status`` use), and which routed tables are children of
+cascading foreign keys (:func:`cascades`)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -95,6 +97,17 @@ class Retention:
         if self.headroom_seconds is None or self.warn_below is None:
             return False
         return self.headroom_seconds < self.warn_below
+
+    @property
+    def metric_seconds(self) -> float | None:
+        """The headroom as one number for a gauge: :attr:`headroom_seconds` when known; for the
+        file the server writes now, the whole retention (a lower bound: its age starts only when
+        it is closed); ``None`` when the server purges nothing by age or the age is unknown."""
+        if self.headroom_seconds is not None:
+            return self.headroom_seconds
+        if self.retention_seconds is not None and self.file == self.head:
+            return self.retention_seconds
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         """The run summary's ``retention`` entry."""
@@ -214,6 +227,7 @@ def retention_headroom(
     file: str,
     fraction: float = 0.25,
     now: float | None = None,
+    files: list[tuple[str, int]] | None = None,
 ) -> Retention:
     """How long until the binlog ``file`` (the cursor's) may be purged by age.
 
@@ -227,9 +241,10 @@ def retention_headroom(
     :param file: the cursor's binlog file.
     :param fraction: warn when the headroom is below this fraction of the retention.
     :param now: the current unix time (default: the clock).
+    :param files: the server's binlog list as the caller read it (default: read here).
     """
     retention = retention_seconds(connect)
-    names = [name for name, _ in client.binlog_files()]
+    names = [name for name, _ in (client.binlog_files() if files is None else files)]
     oldest, head = (names[0], names[-1]) if names else (None, None)
     closed_at = headroom = warn_below = None
     if retention is not None:
@@ -240,6 +255,32 @@ def retention_headroom(
             if closed_at is not None:
                 headroom = closed_at + retention - (time.time() if now is None else now)
     return Retention(destination, file, retention, oldest, head, closed_at, headroom, warn_below)
+
+
+def check_retention(
+    client: Any,
+    connect: Callable[[], Any],
+    destination: str,
+    file: str,
+    fraction: float,
+    report: Callable[[int, str], None],
+) -> Retention | None:
+    """:func:`retention_headroom` for a check at the start of work (a run, a sensor): the line of
+    :meth:`Retention.describe` reported at WARNING when :attr:`Retention.warn`, else INFO; a check
+    that fails is reported at WARNING and returns ``None`` (it never stops the caller).
+
+    :param report: ``report(level, line)``, e.g. the task log.
+    """
+    try:
+        retention = retention_headroom(client, connect, destination, file, fraction)
+    except Exception as exc:
+        report(
+            logging.WARNING,
+            f"destination {destination}: cannot check the binlog retention: {type(exc).__name__}: {exc}",
+        )
+        return None
+    report(logging.WARNING if retention.warn else logging.INFO, retention.describe())
+    return retention
 
 
 CASCADE_MODES = ("warn", "fail", "ignore")

@@ -12,7 +12,9 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
 from airflow_provider_binlog.canal.points import parse_point
 from airflow_provider_binlog.canal.routing import Routes, source_regex
+from airflow_provider_binlog.drain.source import check_retention
 from airflow_provider_binlog.hooks.binlog import BinlogHook
+from airflow_provider_binlog.metrics import emit_headroom
 from airflow_provider_binlog.triggers.binlog import BinlogEventTrigger
 
 if TYPE_CHECKING:
@@ -40,6 +42,10 @@ class BinlogEventSensor(BaseSensorOperator):
     :param client_id: canal client id.
     :param server_id: replica server id for the dump.
     :param deferrable: wait in the triggerer instead of poking.
+    :param retention_headroom: as the operator's: at the first poke (once per sensor run, before
+        it defers), warn when the cursor's binlog file may be purged by the server's retention
+        within this fraction of the retention; the headroom also goes to the
+        ``binlog_cdc.retention_headroom_seconds`` gauge (:mod:`...metrics`).
     """
 
     template_fields: Sequence[str] = ("destination", "tables", "start_from", "exclude")
@@ -58,10 +64,15 @@ class BinlogEventSensor(BaseSensorOperator):
         client_id: int = 1001,
         server_id: int | None = None,
         deferrable: bool = False,
+        retention_headroom: float = 0.25,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", 30)
         super().__init__(**kwargs)
+        if not 0 <= retention_headroom <= 1:
+            raise ValueError(
+                f"retention_headroom is a fraction of the retention (0..1), not {retention_headroom!r}"
+            )
         self.destination = destination
         self.tables = tables
         self.exclude = exclude
@@ -73,6 +84,8 @@ class BinlogEventSensor(BaseSensorOperator):
         self.client_id = client_id
         self.server_id = server_id
         self.deferrable = deferrable
+        self.retention_headroom = retention_headroom
+        self._retention_checked = False
 
     def table_filter(self) -> TableFilter:
         tables, exclude = self.tables, exclude_text(self.exclude)
@@ -93,11 +106,26 @@ class BinlogEventSensor(BaseSensorOperator):
         start = parse_point(self.start_from) if self.start_from not in (None, "") else None
         return hook.instance(self.destination, self.table_filter(), self.client_id, start)
 
+    def _check_retention(self, context: Context, hook: BinlogHook, instance: Any, point: Any) -> None:
+        """The run start's retention check (:func:`~..drain.source.check_retention`) and its gauge,
+        once per sensor run: at the first poke of the first try (not again after a reschedule)."""
+        if self._retention_checked or int(context.get("task_reschedule_count") or 0) > 0:
+            return
+        self._retention_checked = True
+        if point.position is None:
+            return  # a start by GTID alone: no file to check yet
+        retention = check_retention(
+            instance.client, hook.source_connection, self.destination, point.position.file,
+            self.retention_headroom, lambda level, line: self.log.log(level, "%s", line),
+        )  # fmt: skip
+        emit_headroom(self.destination, retention)
+
     def poke(self, context: Context) -> PokeReturnValue:
         hook = self._hook()
         try:
             instance = self._instance(hook)
-            instance.pin_start()
+            point = instance.pin_start()
+            self._check_retention(context, hook, instance, point)
             count = instance.peek(limit=self.min_changes)
         finally:
             hook.close()

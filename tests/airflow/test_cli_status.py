@@ -1,0 +1,262 @@
+"""``binlog-cdc status`` (issue #17), the sensor's retention check and the headroom gauge, against a
+MariaDB of this module's own (it changes the server's retention and purges its binlogs), the
+harness's ZooKeeper, and a real StatsD listener on loopback fed by Airflow's own StatsD client.
+
+Values are compared with the server (``SHOW MASTER STATUS``, ``SHOW BINARY LOGS``) and the meta store
+(the cursor as the ZooKeeper meta manager reads it).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from airflow_harness import Shop, make_context, meta_manager
+
+from airflow_provider_binlog import cli
+from airflow_provider_binlog.canal.ha import RunningNode
+from airflow_provider_binlog.canal.meta.model import ClientIdentity
+from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+from airflow_provider_binlog.metrics import headroom_name
+from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def mariadb() -> Iterator[MariaDbServer]:
+    server = MariaDbServer(server_id=43).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def expire(mariadb: MariaDbServer) -> Iterator[Any]:
+    """``expire(seconds)`` sets ``binlog_expire_logs_seconds``; 0 (no purge by age) again after."""
+
+    def set_expire(seconds: int) -> None:
+        mariadb.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(seconds)}")
+
+    yield set_expire
+    set_expire(0)
+
+
+class StatsdListener:
+    """A UDP socket on loopback that Airflow's StatsD client sends to."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.lines: list[str] = []
+
+    def gauge(self, name: str, timeout: float = 5.0) -> float:
+        """The value the gauge ``name`` (after Airflow's prefix) holds once its packets arrived.
+
+        A negative gauge arrives as ``0|g`` then the delta ``-v|g`` (StatsD sets no negative value),
+        in one datagram or two."""
+        deadline = time.monotonic() + timeout
+        values: list[str] = []
+        while time.monotonic() < deadline:
+            try:
+                data = self.sock.recv(65535)
+            except TimeoutError:
+                if values:  # quiet for a moment after the gauge's packets: all of them are in
+                    break
+                continue
+            self.lines += data.decode().splitlines()
+            values = [ln.split(":", 1)[1] for ln in self.lines if ln.split(":", 1)[0].endswith("." + name)]
+        if values:
+            value = 0.0
+            for v in values:
+                number = v.split("|", 1)[0]
+                value = value + float(number) if number[0] in "+-" else float(number)
+            return value
+        raise AssertionError(f"no gauge {name} within {timeout} s; received {self.lines}")
+
+
+@pytest.fixture
+def statsd(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdListener]:
+    """Airflow's metrics on (``[metrics] statsd_on``) towards a listener on loopback, the Stats
+    client built as the task runner builds it; metrics off again after."""
+    from airflow.sdk._shared.observability.metrics.base_stats_logger import NoStatsLogger
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics import stats_utils
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_ON", "True")
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_HOST", "127.0.0.1")
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PORT", str(sock.getsockname()[1]))
+    stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+    try:
+        yield StatsdListener(sock)
+    finally:
+        stats.initialize(factory=NoStatsLogger, export_legacy_names=False)
+        sock.close()
+
+
+def _status(
+    mariadb: MariaDbServer, zookeeper: ZooKeeperServer, chroot: str, destination: str,
+    capsys: pytest.CaptureFixture[str], *more: str,
+) -> tuple[int, str]:  # fmt: skip
+    argv = [
+        "status", "--host", mariadb.host, "--port", str(mariadb.port), "--user", mariadb.repl_user,
+        "--password-env", "STATUS_PASSWORD", "--destination", destination,
+        "--zookeeper", zookeeper.hosts + chroot, "--timeout", "10", *more,
+    ]  # fmt: skip
+    args = cli.build_parser().parse_args(argv)
+    out = io.StringIO()  # the report alone (this process's log lines go to stdout too)
+    code = int(args.func(args, out=out))
+    captured = capsys.readouterr()
+    assert mariadb.repl_password not in out.getvalue() + captured.out + captured.err
+    return code, out.getvalue()
+
+
+def _head(mariadb: MariaDbServer) -> str:
+    (file, pos, *_), *_ = mariadb.execute("SHOW MASTER STATUS")
+    return f"{file}:{pos}"
+
+
+@pytest.fixture
+def password(mariadb: MariaDbServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATUS_PASSWORD", mariadb.repl_password)
+
+
+@pytest.mark.spark
+def test_status_after_a_run(
+    shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
+    zookeeper: ZooKeeperServer, zk_chroot: str, expire: Any, statsd: StatsdListener, password: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """After a run: the cursor is the meta store's, the head is the server's, the operator sent the
+    headroom gauge (the cursor is in the file the server writes: the whole retention); more writes
+    show as lag; a held ``running`` node shows who holds it."""
+    from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+
+    expire(86400)
+    shop.changes(60)
+    dest = f"status-{uuid.uuid4().hex[:8]}"
+    ns = dest.replace("-", "_")
+    BinlogToSparkOperator(
+        task_id="load", destination=dest, tables={"shop.*": f"lake.{ns}.{{table}}"},
+        start_from=shop.start_from, warehouse=spark_warehouse, spark_master="local[2]", stop_spark=False,
+    ).execute(make_context(run_id="status"))  # fmt: skip
+    assert statsd.gauge(headroom_name(dest)) == 86400
+
+    meta = meta_manager(zookeeper, zk_chroot)
+    try:
+        ident = ClientIdentity(dest)
+        cursor = meta.get_cursor(ident).value
+        code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys, "--json")
+        status = json.loads(out)
+        assert code == 0 and status["warnings"] == [], status
+        assert status["cursor"]["position"] == str(cursor.binlog_position), (status, cursor)
+        assert status["cursor"]["gtid"] == (cursor.gtid or None) and status["cursor"]["file"] == "present"
+        assert status["head"]["position"] == _head(mariadb), status
+        (gtid,), *_ = mariadb.execute("SELECT @@gtid_binlog_pos")
+        assert status["head"]["gtid"] == gtid
+        assert status["lag"]["seconds"] == 0 and status["lag"]["files"] == 0, status  # caught up
+        head_pos = int(_head(mariadb).split(":")[1])
+        assert status["lag"]["bytes"] == head_pos - cursor.position, status
+        assert status["retention"]["retention_seconds"] == 86400 and status["retention"]["warning"] is False
+        assert status["running"] is None and status["running_known"] is True
+        assert "shop" in status["filter"] and status["never_ran"] is False
+
+        time.sleep(1.1)
+        before = time.time()
+        shop.changes(10)
+        node = RunningNode(meta.client, ident, label="tests/status/held")
+        node.acquire()
+        try:
+            code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys)
+        finally:
+            node.close()
+    finally:
+        meta.client.stop()
+        meta.client.close()
+    assert code == 0, out
+    lines = dict(line.split(":", 1) for line in out.splitlines()[1:])
+    assert lines["cursor"].strip().startswith(str(cursor.binlog_position)), out
+    assert lines["head"].strip().startswith(_head(mariadb)), out
+    assert "oldest unread transaction" in lines["lag"] and "0 file(s)" in lines["lag"], out
+    lag_s = float(lines["lag"].rsplit("transaction ", 1)[1].split(" s old")[0])
+    assert 0 <= lag_s <= time.time() - before + 1, out
+    assert "tests/status/held" in lines["running"] and f"pid {node.pid}" in lines["running"], out
+    assert "WARNING" not in out
+
+
+def test_status_of_a_destination_that_never_ran(
+    mariadb: MariaDbServer, zookeeper: ZooKeeperServer, zk_chroot: str, password: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    code, out = _status(mariadb, zookeeper, zk_chroot, "never-ran", capsys)
+    assert code == 0 and "the destination never ran" in out and "WARNING" not in out, out
+    assert f"head:      {_head(mariadb)}" in out, out
+    code, out = _status(mariadb, zookeeper, zk_chroot, "never-ran", capsys, "--json")
+    status = json.loads(out)
+    assert code == 0 and status["never_ran"] is True and status["cursor"] is None, status
+    assert status["lag"] == {"bytes": None, "files": None, "seconds": None, "unread_since": None}
+
+
+def test_sensor_warns_once_and_status_warns_then_reports_the_purge(
+    shop: Shop, conns: dict[str, str], mariadb: MariaDbServer, zookeeper: ZooKeeperServer,
+    zk_chroot: str, expire: Any, statsd: StatsdListener, password: None,
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A cursor whose file was closed longer ago than the retention (2 s here): the sensor warns at
+    its first poke only and sends the (negative) gauge; status warns with exit 3; once the file is
+    purged, status names the purge and the remedy."""
+    dest = f"sensor-{uuid.uuid4().hex[:8]}"
+    file = shop.start_from.split(":")[0]
+    shop.changes(20)
+    mariadb.execute("FLUSH BINARY LOGS")  # the cursor's file is closed now; its age starts
+    expire(2)
+    time.sleep(3.0)
+    task_log = logging.getLogger("tests.airflow.status")  # the task log goes to structlog's sink
+    monkeypatch.setattr(BinlogEventSensor, "log", property(lambda self: task_log))
+    sensor = BinlogEventSensor(
+        task_id="wait", destination=dest, tables=["shop.*"], start_from=shop.start_from, min_changes=10**6
+    )
+    with caplog.at_level(logging.INFO):
+        assert not sensor.poke(make_context()).is_done
+        assert not sensor.poke(make_context()).is_done
+    warned = [
+        r.getMessage() for r in caplog.records
+        if r.levelno == logging.WARNING and f"the cursor's binlog {file}" in r.getMessage()
+    ]  # fmt: skip
+    assert len(warned) == 1 and "past the retention" in warned[0], warned
+    assert statsd.gauge(headroom_name(dest)) < 0, statsd.lines
+
+    code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys)
+    assert code == 3, out
+    assert any(
+        line.startswith("WARNING: ")
+        and f"the cursor's binlog {file}" in line
+        and "past the retention" in line
+        for line in out.splitlines()
+    ), out
+    code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys, "--json", "--headroom", "0")
+    status = json.loads(out)
+    assert code == 3 and status["retention"]["warning"] is True and status["retention"]["file"] == file
+    assert status["cursor"]["position"] == shop.start_from and status["cursor"]["time"] is None  # pinned
+
+    (head_file, *_), *_ = mariadb.execute("SHOW MASTER STATUS")
+    mariadb.execute(f"PURGE BINARY LOGS TO '{head_file}'")
+    code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys)
+    assert code == 3 and "[file purged]" in out, out
+    purged = [line for line in out.splitlines() if line.startswith("WARNING: ")]
+    assert len(purged) == 1 and f"{file} was purged" in purged[0], out
+    assert f"the oldest binlog there is {head_file}" in purged[0] and 'snapshot="when_needed"' in purged[0]
+    code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys, "--json")
+    status = json.loads(out)
+    assert code == 3 and status["cursor"]["file"] == "purged" and status["lag"]["bytes"] is None, status
+    assert status["head"]["oldest"] == head_file and len(status["warnings"]) == 1, status
