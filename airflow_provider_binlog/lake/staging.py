@@ -183,12 +183,12 @@ class StagingArea:
     """A private directory (local path or URI) holding the staged files of one merger:
     ``<root>/<destination>/<creation ms>-<uuid>`` (``<root>/<...>`` without a destination).
 
-    :param root: where to create it; :func:`local_root` when ``None``.
+    :param root: where to create it; :func:`local_root` when ``None`` or ``local``.
     :param destination: the destination whose folder it is in (see :func:`clean_orphans`).
     """
 
     def __init__(self, root: str | None = None, destination: str = "") -> None:
-        root = root or local_root()
+        root = local_root() if root in (None, "", LOCAL) else root
         self.root = root
         folder = destination_folder(root, destination) if destination else root
         self.fs, base, self._uri_prefix = _filesystem(folder)

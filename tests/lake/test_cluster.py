@@ -1,24 +1,28 @@
 """The cluster path: a real Spark standalone master and worker from the PySpark installation, on
-loopback, and a driver (a separate process: one JVM holds one SparkContext) that merges there."""
+loopback, the worker in its own mount namespace with a private ``/tmp`` (it sees the shared
+warehouse directory and nothing else of the driver's temporary files), and a driver (a separate
+process: one JVM holds one SparkContext) that merges there.
+
+The operator on the same kind of cluster: ``tests/airflow/test_operator_cluster.py``.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_binlog.dev.topology import SparkStandalone
+
 pytestmark = pytest.mark.spark
 
+REPO = Path(__file__).resolve().parents[2]
 DRIVER = textwrap.dedent(
     """
     import json, sys
@@ -29,11 +33,12 @@ DRIVER = textwrap.dedent(
     from airflow_provider_binlog.lake.merge import merge_batch
     from airflow_provider_binlog.lake.session import create_session
 
-    master, warehouse = sys.argv[1], sys.argv[2]
+    master, warehouse, staging = sys.argv[1], sys.argv[2], sys.argv[3] or None
     spark = create_session(
         "binlog-cdc-cluster-test", master=master, warehouse=warehouse,
         conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-              "spark.executor.memory": "512m", "spark.cores.max": "1", "spark.sql.shuffle.partitions": "2"},
+              "spark.executor.memory": "512m", "spark.cores.max": "1", "spark.sql.shuffle.partitions": "2",
+              "spark.task.maxFailures": "1"},
     )
     cols = (ColumnDef("id", T.LONG), ColumnDef("v", T.VARCHAR, collation=45))
     schema = TableSchema("db", "t", cols, ("id",))
@@ -47,8 +52,14 @@ DRIVER = textwrap.dedent(
     batch = [change(i, Op.INSERT, None, {"id": i, "v": f"v{i}"}) for i in range(5)]
     batch += [change(10, Op.UPDATE, {"id": 1, "v": "v1"}, {"id": 8, "v": "moved"}),
               change(11, Op.DELETE, {"id": 2, "v": "v2"}, None)]
-    counts = merge_batch(spark, "dest", {"db.t": "lake.db.t"}, batch, batch[-1].end_position)
-    again = merge_batch(spark, "dest", {"db.t": "lake.db.t"}, batch, batch[-1].end_position)
+    try:
+        counts = merge_batch(spark, "dest", {"db.t": "lake.db.t"}, batch, batch[-1].end_position,
+                             staging_root=staging)
+    except Exception as exc:
+        print("FAILED " + json.dumps(f"{type(exc).__name__}: {exc}"[:3000]))
+        raise SystemExit(3)
+    again = merge_batch(spark, "dest", {"db.t": "lake.db.t"}, batch, batch[-1].end_position,
+                        staging_root=staging)
     rows = sorted(tuple(r) for r in spark.table("lake.db.t").collect())
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
     result = {"counts": counts["lake.db.t"].as_dict(), "again": again["lake.db.t"].as_dict(),
@@ -59,121 +70,73 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
-
-
-def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(_spark_home() / "bin" / "spark-class"), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one directory the isolated worker shares with the driver (warehouses live in it)."""
+    return tmp_path_factory.mktemp("cluster-shared")
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A standalone master and one worker (1 core, 1 GB) bound to 127.0.0.1; yields the master URL."""
-    tmp = tmp_path_factory.mktemp("standalone")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(_spark_home()),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(tmp),
-        "SPARK_WORKER_DIR": str(tmp / "work"),
-    }
-    master_port, master_ui, worker_port, worker_ui = (_free_port() for _ in range(4))
-    url = f"spark://127.0.0.1:{master_port}"
-    master = _start(
-        [
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(master_port),
-            "--webui-port",
-            str(master_ui),
-        ],
-        tmp / "master.log",
-        env,
-    )
-    worker = None
+def standalone(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[SparkStandalone]:
+    """A standalone master and one worker (1 core, 1 GB) on 127.0.0.1, the worker isolated."""
+    cluster = SparkStandalone(
+        tmp_path_factory.mktemp("standalone"), isolate_worker=True, shared=(str(shared),)
+    ).start()
     try:
-        worker = _start(
-            [
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(worker_port),
-                "--webui-port",
-                str(worker_ui),
-                "--cores",
-                "1",
-                "--memory",
-                "1g",
-                "--work-dir",
-                str(tmp / "work"),
-                url,
-            ],
-            tmp / "worker.log",
-            env,
-        )
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{master_ui}/json/", timeout=2) as resp:
-                    state = json.load(resp)
-                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or master.poll() is not None or worker.poll() is not None:
-                logs = "\n".join(p.read_text()[-2000:] for p in tmp.glob("*.log"))
-                pytest.fail(f"standalone cluster did not come up:\n{logs}")
-            time.sleep(0.5)
-        yield url
+        yield cluster
     finally:
-        if worker is not None:
-            _stop(worker)
-        _stop(master)
+        cluster.stop()
 
 
-def test_merge_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", DRIVER, standalone, str(tmp_path / "warehouse")],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        cwd=str(Path(__file__).resolve().parents[2]),
-    )
+def _drive(cluster: SparkStandalone, warehouse: Path, staging: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, cluster.url, str(warehouse), staging],
+        capture_output=True, text=True, timeout=400, cwd=str(REPO),
+    )  # fmt: skip
+
+
+def test_the_worker_does_not_see_the_drivers_tmp(standalone: SparkStandalone, shared: Path) -> None:
+    assert standalone.worker is not None
+    assert standalone.worker_mount_namespace() != os.readlink("/proc/self/ns/mnt")
+    pid = standalone.worker.pid
+    secret = Path(f"/tmp/binlog-cdc-driver-only-{os.getpid()}")
+    secret.write_text("driver")
+    try:
+        # the worker's view of the filesystem, through its own root
+        assert not Path(f"/proc/{pid}/root{secret}").exists()
+        assert Path(f"/proc/{pid}/root{shared}").is_dir()
+        (shared / "seen").write_text("shared")
+        assert Path(f"/proc/{pid}/root{shared}/seen").read_text() == "shared"
+    finally:
+        secret.unlink()
+
+
+def test_merge_on_a_standalone_cluster(standalone: SparkStandalone, shared: Path) -> None:
+    """Staged under the warehouse (the default): the isolated executors read it."""
+    warehouse = shared / "merge"
+    proc = _drive(standalone, warehouse)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-4000:]
     result = json.loads(lines[-1][len("RESULT ") :])
-    assert result["master"] == standalone
+    assert result["master"] == standalone.url
     assert result["executors"] >= 1
     assert result["rows"] == [[0, "v0"], [3, "v3"], [4, "v4"], [8, "moved"]]
     counts = result["counts"]  # as the source reported them: 5 inserts, 1 update, 1 delete
     assert (counts["inserted"], counts["updated"], counts["deleted"]) == (5, 1, 1) and counts["commits"] == 1
     assert result["again"]["skipped"] == 7 and result["again"]["commits"] == 0
+    staging = warehouse / "_binlog_cdc_staging" / "dest"
+    assert staging.is_dir() and not any(staging.iterdir()), "staged files left behind"
+
+
+def test_staging_in_the_drivers_tmp_is_not_readable_by_the_executors(
+    standalone: SparkStandalone, shared: Path
+) -> None:
+    """The isolation is real: the same merge with staging forced to the driver's local /tmp fails
+    because the executors do not find the staged file."""
+    proc = _drive(standalone, shared / "local-staging", staging="local")
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    assert proc.returncode == 3 and failed, proc.stdout[-2000:] + proc.stderr[-4000:]
+    message = json.loads(failed[-1][len("FAILED ") :])
+    assert "binlog-cdc-staging" in message and (
+        "FileNotFoundException" in message or "does not exist" in message
+    ), message
