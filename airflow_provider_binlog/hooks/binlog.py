@@ -4,9 +4,8 @@ client, running node and instance.
 
 Connections
 -----------
-``mysql`` (standard): host, port, login, password; TLS through the extras ``ssl`` (a dict of
-pymysql ``ssl`` options) or ``ssl_ca`` / ``ssl_cert`` / ``ssl_key``; ``server_id`` (replica id to
-register with) and ``heartbeat_period`` as optional extras.
+``mysql``: host, port, login, password and the extras of :mod:`.mysql` (TLS, ``server_id``,
+``heartbeat_period``); a connection made for the official MySQL provider works as it is.
 
 ``zookeeper`` (registered by this provider): see :mod:`.zookeeper`.
 
@@ -33,37 +32,10 @@ from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.start import StartSpec
 from airflow_provider_binlog.drain.wiring import Wiring, source_connection
-from airflow_provider_binlog.errors import ConfigurationError
+from airflow_provider_binlog.hooks.mysql import MySqlSourceHook, replication_config
 from airflow_provider_binlog.hooks.zookeeper import ZooKeeperHook
 
-
-def _bool(value: Any) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
-
-
-def replication_config(conn: Any, server_id: int | None = None) -> ReplicationConfig:
-    """A :class:`ReplicationConfig` from an Airflow ``mysql`` connection (see the module docstring).
-
-    :param conn: the connection.
-    :param server_id: replica server id; overrides the connection's ``server_id`` extra.
-    """
-    if not conn.host:
-        raise ConfigurationError(f"MySQL connection {conn.conn_id!r} has no host")
-    extra = conn.extra_dejson
-    ssl = extra.get("ssl")
-    if ssl is None and any(k in extra for k in ("ssl_ca", "ssl_cert", "ssl_key")):
-        ssl = {k[4:]: extra[k] for k in ("ssl_ca", "ssl_cert", "ssl_key") if k in extra}
-    kwargs: dict[str, Any] = {}
-    if server_id is None:
-        server_id = extra.get("server_id")
-    if server_id is not None:
-        kwargs["server_id"] = int(server_id)
-    if "heartbeat_period" in extra:
-        kwargs["heartbeat_period"] = float(extra["heartbeat_period"])
-    return ReplicationConfig(
-        host=conn.host, port=int(conn.port or 3306), user=conn.login or "root",
-        password=conn.password or "", ssl=ssl or None, origin=f"connection {conn.conn_id!r}", **kwargs,
-    )  # fmt: skip
+__all__ = ["BinlogHook", "replication_config"]
 
 
 class BinlogHook(BaseHook):
@@ -96,6 +68,7 @@ class BinlogHook(BaseHook):
         self.meta_dir = meta_dir
         self.server_id = server_id
         self._zk_hook = ZooKeeperHook(zookeeper_conn_id) if zookeeper_conn_id else None
+        self._source = MySqlSourceHook(mysql_conn_id, server_id)
 
     def __repr__(self) -> str:
         return (
@@ -105,7 +78,7 @@ class BinlogHook(BaseHook):
     @cached_property
     def replication_config(self) -> ReplicationConfig:
         """The source as the core wants it (its repr hides the password)."""
-        return replication_config(self.get_connection(self.mysql_conn_id), self.server_id)
+        return self._source.replication_config
 
     def get_conn(self) -> ReplicationClient:
         """A replication client for the source (not yet connected)."""
@@ -169,45 +142,14 @@ class BinlogHook(BaseHook):
             self._zk_hook.close()
 
     def check_source(self) -> list[str]:
-        """What is wrong with the source for CDC (empty when all is well): binlog off, not ROW,
-        not FULL images, missing privileges."""
-        problems = []
-        conn = self.source_connection()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image")
-                log_bin, fmt, image = cur.fetchone()
-                if not int(log_bin):
-                    problems.append("the binary log is off (set log_bin)")
-                if str(fmt).upper() != "ROW":
-                    problems.append(f"binlog_format is {fmt}, needs ROW")
-                if str(image).upper() != "FULL":
-                    problems.append(f"binlog_row_image is {image}, needs FULL")
-                cur.execute("SHOW GRANTS")
-                grants = " ".join(str(r[0]).upper() for r in cur.fetchall())
-                if "ALL PRIVILEGES" not in grants:
-                    for need in ("REPLICATION SLAVE", "SELECT"):
-                        if need not in grants:
-                            problems.append(f"user {self.replication_config.user!r} lacks {need}")
-                    if "REPLICATION CLIENT" not in grants and "BINLOG MONITOR" not in grants:
-                        problems.append(f"user {self.replication_config.user!r} lacks REPLICATION CLIENT")
-        finally:
-            conn.close()
-        return problems
+        """What is wrong with the source for CDC, each with its fix (empty when all is well): binlog
+        off, not ROW, not FULL images, server ids, missing privileges (see :mod:`.mysql`)."""
+        return self._source.check_source()
 
     def test_connection(self) -> tuple[bool, str]:
-        """Connect to the source (and ZooKeeper), check the binlog settings and privileges."""
-        try:
-            problems = self.check_source()
-            if problems:
-                return False, "; ".join(problems)
-            head = self.get_conn().head_position()
-            msg = f"source {self.replication_config.address} ready, head {head}"
-            if self._zk_hook is not None:
-                ok, zk_msg = self._zk_hook.test_connection()
-                if not ok:
-                    return False, zk_msg
-                msg += f"; {zk_msg}"
-            return True, msg
-        except Exception as exc:
-            return False, str(exc)
+        """The source's check (:meth:`.mysql.MySqlSourceHook.test_connection`), then ZooKeeper's."""
+        ok, msg = self._source.test_connection()
+        if not ok or self._zk_hook is None:
+            return ok, msg
+        ok, zk_msg = self._zk_hook.test_connection()
+        return (True, f"{msg}; {zk_msg}") if ok else (False, zk_msg)

@@ -1,6 +1,7 @@
 """ZooKeeperHook: an Airflow ``zookeeper`` connection -> the core's :class:`~..drain.wiring.ZooKeeperConfig`.
 
-Connection: host (``zk1`` or ``zk1:2181,zk2:2181``, or extra ``hosts``), port, schema = chroot (or
+Connection: host (``zk1:2181`` or ``zk1:2181,zk2:2181``, or extra ``hosts``), port (only for a single
+host without one; hidden in the form), schema = chroot (or
 extra ``chroot``), login/password = digest credentials, extra ``acl`` (``creator``: nodes readable and
 writable only by those credentials; ``open``: world-readable and writable; default ``creator`` when
 credentials are given), extra ``timeout`` (seconds). URI form:
@@ -18,6 +19,8 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_binlog.drain.wiring import ZooKeeperConfig, connect_zookeeper, normal_chroot
 from airflow_provider_binlog.errors import ConfigurationError
+from airflow_provider_binlog.hooks import forms
+from airflow_provider_binlog.hooks.forms import given
 
 
 class ZooKeeperHook(BaseHook):
@@ -32,17 +35,14 @@ class ZooKeeperHook(BaseHook):
     hook_name = "ZooKeeper (binlog CDC meta store)"
 
     @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The extra fields for Airflow 3 versions before 3.2 (later ones read the provider info)."""
+        return forms.legacy_widgets(forms.ZOOKEEPER)
+
+    @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {
-                "host": "Hosts (zk1:2181,zk2:2181)",
-                "schema": "Chroot",
-                "login": "Digest user",
-                "password": "Digest password",
-            },
-            "placeholders": {"extra": '{"acl": "creator", "timeout": 15}'},
-        }
+        """Labels, placeholders and hidden fields for Airflow 3 versions before 3.2."""
+        return forms.legacy_behaviour(forms.ZOOKEEPER)
 
     def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -56,16 +56,16 @@ class ZooKeeperHook(BaseHook):
         """The connection as the core wants it (its repr hides the password)."""
         conn = self.get_connection(self.zookeeper_conn_id)
         extra = conn.extra_dejson
-        hosts = extra.get("hosts") or conn.host or ""
+        hosts = given(extra, "hosts") or conn.host or ""
         if not hosts:
             raise ConfigurationError(f"ZooKeeper connection {self.zookeeper_conn_id!r} has no host")
         if conn.port and "," not in hosts and ":" not in hosts:
             hosts = f"{hosts}:{conn.port}"
         return ZooKeeperConfig(
             hosts=hosts,
-            chroot=normal_chroot(extra.get("chroot") or conn.schema),
-            timeout=float(extra.get("timeout", 15)),
-            acl=extra.get("acl") or ("creator" if conn.login else "open"),
+            chroot=normal_chroot(given(extra, "chroot") or conn.schema),
+            timeout=float(given(extra, "timeout") or 15),
+            acl=given(extra, "acl") or ("creator" if conn.login else "open"),
             user=conn.login or None,
             password=conn.password or "",
             origin=f"connection {self.zookeeper_conn_id!r}",

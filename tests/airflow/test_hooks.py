@@ -1,17 +1,21 @@
-"""BinlogHook and ZooKeeperHook against the real services: test_connection() results, clear
-messages for wrong passwords, unreachable ZooKeeper and missing privileges, no secret anywhere."""
+"""BinlogHook, MySqlSourceHook and ZooKeeperHook against the real services: test_connection()
+results, clear messages for wrong passwords, unreachable ZooKeeper, missing privileges and binlog
+settings (each with its fix, all in one message), no secret anywhere."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from airflow.sdk import Connection
 from airflow_harness import mysql_uri
 
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer, free_port
 from airflow_provider_binlog.hooks.binlog import BinlogHook
+from airflow_provider_binlog.hooks.mysql import MySqlSourceHook, replication_config, source_problems
 from airflow_provider_binlog.hooks.zookeeper import ZooKeeperHook
 
 pytestmark = pytest.mark.integration
@@ -38,7 +42,8 @@ def test_test_connection_ok(
 ) -> None:
     ok, message = BinlogHook().test_connection()
     assert ok, message
-    assert f"source {mariadb.host}:{mariadb.port} ready, head mysql-bin." in message
+    where = f"source {mariadb.host}:{mariadb.port} (connection 'mysql_default')"
+    assert f"{where} ready for binlog CDC, head mysql-bin." in message, message
     assert f"connected to ZooKeeper {zookeeper.hosts}" in message
     _no_secret(message, mariadb.repl_password)
     ok, message = ZooKeeperHook().test_connection()
@@ -86,10 +91,129 @@ def test_test_connection_missing_privilege(
     user, password = limited_user
     monkeypatch.setenv("AIRFLOW_CONN_MYSQL_DEFAULT", mysql_uri(mariadb, user, password))
     hook = BinlogHook()
-    assert hook.check_source() == [f"user {user!r} lacks REPLICATION SLAVE"]
+    problem = (
+        f"user {user!r} lacks REPLICATION SLAVE (MariaDB 10.5+ shows REPLICATION CLIENT as BINLOG "
+        f"MONITOR): GRANT REPLICATION SLAVE ON *.* TO '{user}'@'%'"
+    )
+    assert hook.check_source() == [problem]
     ok, message = hook.test_connection()
-    assert not ok and message == f"user {user!r} lacks REPLICATION SLAVE", message
+    where = f"source {mariadb.host}:{mariadb.port} (connection 'mysql_default')"
+    assert not ok and message == f"{where} is not ready for binlog CDC: {problem}", message
     _no_secret(message, password)
+
+
+@pytest.fixture
+def bare_user(mariadb: MariaDbServer) -> Iterator[tuple[str, str]]:
+    """A user with USAGE only."""
+    user, password = "cdc_bare", "bare-" + uuid.uuid4().hex
+    mariadb.execute(f"DROP USER IF EXISTS {user}@'%'")
+    mariadb.execute(f"CREATE USER {user}@'%%' IDENTIFIED BY %s", (password,))
+    yield user, password
+    mariadb.execute(f"DROP USER IF EXISTS {user}@'%'")
+
+
+def test_test_connection_names_every_binlog_problem(
+    monkeypatch: pytest.MonkeyPatch, mariadb: MariaDbServer, bare_user: tuple[str, str]
+) -> None:
+    """binlog_format, binlog_row_image, the replica id and the privileges, wrong at once: one
+    message says each and its fix; put right, the same connection passes."""
+    user, password = bare_user
+    uri = mysql_uri(mariadb, user, password) + f"?server_id={mariadb.server_id}"
+    monkeypatch.setenv("AIRFLOW_CONN_SRC_WRONG", uri)
+    (fmt, image), *_ = mariadb.execute("SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image")
+    mariadb.execute("SET GLOBAL binlog_format = 'MIXED'")
+    mariadb.execute("SET GLOBAL binlog_row_image = 'MINIMAL'")
+    try:
+        ok, message = MySqlSourceHook("src_wrong").test_connection()
+    finally:
+        mariadb.execute(f"SET GLOBAL binlog_format = '{fmt}'")
+        mariadb.execute(f"SET GLOBAL binlog_row_image = '{image}'")
+    assert not ok
+    expected = [
+        f"source {mariadb.host}:{mariadb.port} (connection 'src_wrong') is not ready for binlog CDC: ",
+        "binlog_format is MIXED, needs ROW: SET GLOBAL binlog_format = 'ROW'",
+        "binlog_row_image is MINIMAL, needs FULL: SET GLOBAL binlog_row_image = 'FULL'",
+        f"the replica server_id {mariadb.server_id} is the source's own server_id",
+        f"user {user!r} lacks REPLICATION SLAVE and REPLICATION CLIENT",
+        f"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{user}'@'%'",
+        f"user {user!r} lacks SELECT",
+    ]
+    for part in expected:
+        assert part in message, (part, message)
+    _no_secret(message, password)
+
+    mariadb.execute(f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO {user}@'%'")
+    monkeypatch.setenv("AIRFLOW_CONN_SRC_RIGHT", mysql_uri(mariadb, user, password) + "?server_id=4242")
+    ok, message = MySqlSourceHook("src_right").test_connection()
+    assert ok and "ready for binlog CDC" in message, message
+
+
+def test_official_provider_connection_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection as the official MySQL provider's form writes it (``ssl`` as JSON text, its own
+    extras, a schema) is read as well; empty form fields count as absent."""
+    extra = {
+        "ssl": json.dumps({"ca": "/etc/ca.pem"}), "charset": "utf8", "cursor": "SSCursor",
+        "local_infile": False, "server_id": "", "heartbeat_period": None,
+    }  # fmt: skip
+    conn = Connection(
+        conn_id="official", conn_type="mysql", host="db", port=3307, login="cdc", password="pw-77",
+        schema="shop", extra=json.dumps(extra),
+    )  # fmt: skip
+    config = replication_config(conn)
+    assert config.ssl == {"ca": "/etc/ca.pem"} and (config.host, config.port) == ("db", 3307)
+    assert config.heartbeat_period == 5.0 and config.origin == "connection 'official'"
+    assert config.server_id == replication_config(conn, server_id=config.server_id).server_id
+    conn.extra = json.dumps({"ssl_ca": "/ca.pem", "ssl_key": "", "server_id": "77"})
+    config = replication_config(conn)
+    assert config.ssl == {"ca": "/ca.pem"} and config.server_id == 77
+    _no_secret(repr(config), "pw-77")
+
+
+ALL = "GRANT ALL PRIVILEGES ON *.* TO `cdc`@`%`"
+
+
+class _Cursor:
+    """Answers the check's two queries (a unit test of the message logic)."""
+
+    def __init__(self, variables: tuple[Any, ...], grants: list[str]) -> None:
+        self.variables, self.grants, self.sql = variables, grants, ""
+
+    def execute(self, sql: str) -> None:
+        self.sql = sql
+
+    def fetchone(self) -> tuple[Any, ...]:
+        return self.variables
+
+    def fetchall(self) -> list[tuple[str]]:
+        return [(g,) for g in self.grants]
+
+
+@pytest.mark.parametrize(
+    ("variables", "grants", "expected"),
+    [
+        ((0, "ROW", "FULL", 1, "cdc@%"), [ALL], ["binary logging is off: start the server with log_bin"]),
+        ((1, "ROW", "FULL", 0, "cdc@%"), [ALL], ["server_id is 0"]),
+        # ALL PRIVILEGES on one schema is not global; REPLICATION SLAVE ADMIN is not REPLICATION SLAVE
+        (
+            (1, "ROW", "FULL", 1, "cdc@10.0.0.%"),
+            ["GRANT REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO `cdc`@`10.0.0.%`",
+             "GRANT ALL PRIVILEGES ON `shop`.* TO `cdc`@`10.0.0.%`"],
+            ["lacks REPLICATION SLAVE (MariaDB 10.5+ shows REPLICATION CLIENT as BINLOG MONITOR): "
+             "GRANT REPLICATION SLAVE ON *.* TO 'cdc'@'10.0.0.%'"],
+        ),
+        (
+            (1, "ROW", "FULL", 1, "cdc@%"),
+            ["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+             "GRANT SELECT (`id`, `name`) ON `shop`.`orders` TO `cdc`@`%`"],
+            [],
+        ),
+    ],
+)  # fmt: skip
+def test_source_problems_messages(variables: tuple[Any, ...], grants: list[str], expected: list[str]) -> None:
+    problems = source_problems(_Cursor(variables, grants), None)
+    assert len(problems) == len(expected), problems
+    for problem, part in zip(problems, expected, strict=True):
+        assert part in problem, (part, problem)
 
 
 def test_reprs_hold_no_secret(
