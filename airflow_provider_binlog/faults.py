@@ -8,8 +8,10 @@ Off unless ``BINLOG_CDC_FAILPOINTS`` is set to rules, comma-separated, each ``na
   ``after_ack=kill@2`` beside it, whichever comes first kills, so a run that reaches its second
   ``after_ack`` is certain to be killed while it works.
 
-Actions: ``kill`` (SIGKILL this process: a crash with no cleanup) and ``raise`` (raise
-:class:`InjectedFault`). A kill first writes one line starting with :data:`KILL_MARK` to stderr,
+Actions: ``kill`` (SIGKILL this process: a crash with no cleanup), ``raise`` (raise
+:class:`InjectedFault`) and ``stop`` (SIGSTOP this process after a line starting with
+:data:`STOP_MARK` on stderr: a harness does something meanwhile, then sends SIGCONT). A kill first
+writes one line starting with :data:`KILL_MARK` to stderr,
 naming where it landed, so a harness can tell a planned kill from any other death. Hits are
 counted per name (for names that have a rule) across every thread of the process.
 
@@ -17,7 +19,8 @@ Failpoints in the code: ``drain`` (after a batch was taken from the store), ``be
 ``merge_table`` (before each target's MERGE of a commit: later hits leave some targets committed),
 ``after_commit`` (the lake holds the chunk, nothing acked yet), ``ack`` (before each batch's ack:
 later hits leave some batches acked), ``after_ack``; ``snapshot_before_load`` and
-``snapshot_after_load`` around each snapshot chunk.
+``snapshot_after_load`` around each snapshot chunk; ``lake_commit`` before each attempt of an
+Iceberg commit (:func:`..lake.commits.commit`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from airflow_provider_binlog.errors import BinlogCdcError
 
 ENV = "BINLOG_CDC_FAILPOINTS"
 KILL_MARK = "failpoint kill: "
+STOP_MARK = "failpoint stop: "
 
 _lock = threading.Lock()
 _hits: dict[str, int] = {}
@@ -98,6 +102,10 @@ def failpoint(name: str) -> None:
         return
     if rule.action == "kill":
         _kill(f"{name}@{hit} ({rule})")
+    if rule.action == "stop":
+        os.write(2, f"\n{STOP_MARK}{name}@{hit} ({rule}) pid={os.getpid()}\n".encode())
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
     raise InjectedFault(f"failpoint {name} ({rule})")
 
 

@@ -20,7 +20,10 @@ plus its first two commits then takes 0.6x the wall time and JVM CPU (``bench/sp
 * **Kept in** :func:`..jars.cache_dir` as ``spark-driver-<key>.jsa`` (about 160 MB). The key hashes
   what the JVM checks when it maps an archive: the ``java`` binary, and the name, size and mtime of
   every jar on the driver's class path (Spark's ``jars/``, from ``$SPARK_HOME`` when set, and the
-  local Iceberg jars, which a local driver has on its class path for this reason). A new Java,
+  local jars of :mod:`.jars`: Iceberg's, the relocated Jackson and the JDBC drivers, which a local
+  driver has on its class path for this reason). Installing a JDBC driver (or naming others in
+  ``$BINLOG_CDC_JDBC_JARS``) so gives a new key: the driver starts without an archive until the
+  next build (``dev.sh setup`` installs the driver before building), never with a stale one. A new Java,
   PySpark or Iceberg gives a new key, so a stale archive is never handed to a JVM (which would
   refuse it with a warning and start slowly); building removes the archives of the same install's
   earlier jars (another virtual environment's archive stays). A user's

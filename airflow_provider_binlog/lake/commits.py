@@ -20,17 +20,38 @@ absorbs but an append-only table does not.
 The properties ride on ``org.apache.iceberg.spark.CommitMetadata``'s thread-local: set just around
 the statement (py4j pins each Python thread to one JVM thread, where the commit runs) and removed
 in ``finally``. This needs the classic py4j gateway, not Spark Connect.
+
+Concurrent writers (:func:`commit`, the one place every marked statement commits through): Iceberg
+retries a commit that lost the race for the catalog's pointer by itself, but a MERGE, DELETE,
+UPDATE or overwrite whose rows another writer changed after it read the table fails validation
+(``ValidationException``, or ``CommitFailedException`` once Iceberg's own retries are spent), and a
+catalog that lost its connection mid-commit cannot say whether the commit landed
+(``CommitStateUnknownException``). :func:`commit` then reads the table's newest snapshot of the
+destination again: one carrying exactly the statement's properties means it landed (not run again);
+otherwise it refreshes the table and runs the statement again, with the same properties, up to
+:attr:`CommitRetry.attempts` times with exponential backoff. A conflict past that raises
+:class:`CommitConflictError` naming the table and the changes' ``file:pos`` range; the cursor
+stays before them. Failpoint ``lake_commit``: before each attempt.
+
+A Spark catalog with ``cache-enabled`` (Iceberg's default) plans a statement on the table as this
+session last loaded or refreshed it, so another writer's commit since then is such a conflict too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import random
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
+from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.errors import LakeError
 
 if TYPE_CHECKING:
@@ -42,6 +63,8 @@ ORDER_KEY = PREFIX + "order-key"
 POSITION = PREFIX + "position"
 END_POSITION = PREFIX + "end-position"
 GTID = PREFIX + "gtid"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,3 +231,184 @@ class Marks:
     def put(self, target: str, mark: CommittedMark) -> None:
         """The target committed up to ``mark``."""
         self.known[target] = mark
+
+
+# ---- commits that lose a race to another writer ------------------------------------------------------
+
+CONFLICTS = (
+    "org.apache.iceberg.exceptions.ValidationException",
+    "org.apache.iceberg.exceptions.CommitFailedException",
+    "org.apache.iceberg.exceptions.CommitStateUnknownException",
+)
+"""Java exceptions (anywhere in the cause chain) that make :func:`commit` check and retry."""
+
+RETRY_ENV = "BINLOG_CDC_COMMIT_RETRY"
+
+
+class CommitConflictError(LakeError):
+    """A commit kept conflicting with other writers past :attr:`CommitRetry.attempts`."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRetry:
+    """How :func:`commit` retries a conflicting commit.
+
+    :param attempts: runs of the statement at most (1: no retry).
+    :param wait: seconds before the second attempt; doubled each time, up to ``max_wait``, each
+        wait drawn between half and all of it (two writers that collided do not collide again in
+        step).
+    :param max_wait: the longest wait.
+    """
+
+    attempts: int = 6
+    wait: float = 0.5
+    max_wait: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.wait < 0 or self.max_wait < 0:
+            raise ValueError(f"{self}: attempts >= 1, waits >= 0")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (from 1)."""
+        full = min(self.max_wait, self.wait * 2 ** (attempt - 1))
+        return full * random.uniform(0.5, 1.0)
+
+    @classmethod
+    def parse(cls, text: str) -> CommitRetry:
+        """``attempts=8,wait=0.5,max_wait=20`` (any of them; the rest default)."""
+        kwargs: dict[str, Any] = {}
+        for item in filter(None, (x.strip() for x in text.split(","))):
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if key not in ("attempts", "wait", "max_wait"):
+                raise ValueError(f"{RETRY_ENV}: unknown setting {key!r} (attempts, wait, max_wait)")
+            kwargs[key] = int(value) if key == "attempts" else float(value)
+        return cls(**kwargs)
+
+    @classmethod
+    def default(cls) -> CommitRetry:
+        """The defaults, or what ``$BINLOG_CDC_COMMIT_RETRY`` says."""
+        text = os.environ.get(RETRY_ENV)
+        return cls.parse(text) if text else cls()
+
+
+_counter_lock = threading.Lock()
+conflicts_retried = 0
+"""Conflicts :func:`commit` retried in this process (for tests and benchmarks)."""
+
+
+def conflict_class(exc: BaseException) -> str | None:
+    """The Iceberg conflict (one of :data:`CONFLICTS`) behind a Spark/py4j error, or ``None``."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    seen = 0
+    while java is not None and seen < 20:
+        try:
+            name = str(java.getClass().getName())
+        except Exception:  # not a JVM object after all
+            break
+        if name in CONFLICTS:
+            return name
+        java = java.getCause()
+        seen += 1
+    text = str(exc)
+    return next((name for name in CONFLICTS if name in text), None)
+
+
+def landed(table: Any, properties: Mapping[str, str], max_depth: int = 10_000) -> bool:
+    """Whether the table's newest snapshot of ``properties``' destination carries exactly
+    ``properties`` (the commit that raised landed after all). The table is refreshed first."""
+    destination = properties.get(DESTINATION)
+    table.refresh()
+    snap = table.currentSnapshot()
+    depth = 0
+    while snap is not None and depth < max_depth:
+        summary = snap.summary()
+        if summary.get(DESTINATION) == destination and summary.get(ORDER_KEY):
+            return all(summary.get(k) == v for k, v in properties.items())
+        parent = snap.parentId()
+        snap = table.snapshot(parent) if parent is not None else None
+        depth += 1
+    return False
+
+
+def commit(
+    spark: SparkSession,
+    target: str,
+    properties: Mapping[str, str],
+    statement: Callable[[], Any],
+    changes: str = "",
+    attach: bool = True,
+    retry: CommitRetry | None = None,
+) -> bool:
+    """Run ``statement`` (a Spark statement committing to ``target``) with ``properties`` on its
+    commit, retrying a conflict with another writer (see the module docstring).
+
+    :param target: the table's quoted name.
+    :param properties: the commit's snapshot properties (:func:`mark_properties`): its mark.
+    :param changes: what the commit applies, for a persisting conflict's message (``file:pos`` range).
+    :param attach: attach ``properties`` to every commit of ``statement`` (``False``: the statement
+        writes its mark itself, as a DDL statement's actions do).
+    :param retry: the bounds (default :meth:`CommitRetry.default`).
+    :return: ``True`` when the statement ran to its end, ``False`` when a conflicting attempt had
+        landed after all (so ``statement`` did not finish: its counts are unknown).
+    :raises CommitConflictError: the conflict persisted past ``retry.attempts``.
+    """
+    global conflicts_retried
+    policy = retry or CommitRetry.default()
+    attempt = 0
+    while True:
+        attempt += 1
+        failpoint("lake_commit")
+        try:
+            if attach:
+                with commit_properties(spark, properties):
+                    statement()
+            else:
+                statement()
+            return True
+        except Exception as exc:
+            conflict = conflict_class(exc)
+            if conflict is None:
+                raise
+            short = conflict.rsplit(".", 1)[-1]
+            table = load_iceberg_table(spark, target)
+            if table is not None and landed(table, properties):
+                log.warning(
+                    "commit to %s raised %s but landed (changes %s): not applied again",
+                    target,
+                    short,
+                    changes,
+                )
+                _refresh(spark, target)
+                return False
+            if attempt >= policy.attempts:
+                raise CommitConflictError(
+                    f"commit to {target} (changes {changes or 'unknown'}) still conflicts with another "
+                    f"writer after {attempt} attempts ({short}: {_first_line(exc)}); nothing of it is in "
+                    "the table and the cursor stays before it: run the task again, or raise "
+                    f"{RETRY_ENV} attempts"
+                ) from exc
+            pause = policy.delay(attempt)
+            with _counter_lock:
+                conflicts_retried += 1
+            log.warning(
+                "commit conflict on %s (changes %s): %s, attempt %d of %d; retrying in %.1f s",
+                target, changes, short, attempt, policy.attempts, pause,
+            )  # fmt: skip
+            time.sleep(pause)
+            _refresh(spark, target)
+
+
+def _refresh(spark: SparkSession, target: str) -> None:
+    """Make the session plan the next statement on the table as the catalog has it now."""
+    table = load_iceberg_table(spark, target)
+    if table is not None:
+        table.refresh()
+    with contextlib.suppress(Exception):  # a dropped table: nothing cached to refresh
+        spark.catalog.refreshTable(target)
+
+
+def _first_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(exc)
+    return (text.strip().splitlines() or [""])[0][:300]

@@ -8,6 +8,11 @@
   jarjar (``/usr/share/java/jarjar.jar``, package ``libjarjar-java``) with the rule
   ``rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1``.
 
+* A JDBC catalog's driver: PostgreSQL's (``/usr/share/java/postgresql.jar``, Debian's
+  ``libpostgresql-jdbc-java``) when installed; ``$BINLOG_CDC_JDBC_JARS`` (paths separated by
+  ``:``) names others instead (empty: none). The driver must be on the Spark driver's class path
+  (see :mod:`.session`): Iceberg's JDBC catalog opens its connections in the driver only.
+
 The result lives in a cache directory: ``$BINLOG_CDC_CACHE`` if set, else
 ``$XDG_CACHE_HOME/airflow-provider-binlog`` (``~/.cache/airflow-provider-binlog``). Building is
 idempotent: an existing jar is reused; a new one is written to a temporary name and renamed.
@@ -43,6 +48,8 @@ SHADED_JACKSON_NAME = f"iceberg-shaded-jackson-{JACKSON_VERSION}.jar"
 ICEBERG_MAVEN_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 CACHE_ENV = "BINLOG_CDC_CACHE"
 JARJAR_ENV = "BINLOG_CDC_JARJAR"
+JDBC_JARS_ENV = "BINLOG_CDC_JDBC_JARS"
+JDBC_DRIVER_DEFAULT = "/usr/share/java/postgresql.jar"
 
 
 def cache_dir() -> Path:
@@ -142,9 +149,23 @@ def shaded_jackson_jar(build: bool = True) -> Path:
     return target
 
 
+def jdbc_driver_jars() -> list[Path]:
+    """The JDBC driver jars of this machine: ``$BINLOG_CDC_JDBC_JARS`` when set (each must exist),
+    else PostgreSQL's Debian jar when installed."""
+    override = os.environ.get(JDBC_JARS_ENV)
+    if override is None:
+        return [Path(JDBC_DRIVER_DEFAULT)] if os.path.isfile(JDBC_DRIVER_DEFAULT) else []
+    paths = [Path(p) for p in override.split(os.pathsep) if p.strip()]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise LakeError(f"{JDBC_JARS_ENV} names jars that do not exist: {', '.join(missing)}")
+    return paths
+
+
 def local_jars(build: bool = True) -> list[Path]:
-    """Return the jars to put on ``spark.jars`` for an Iceberg session without Maven."""
-    return [iceberg_runtime_jar(), shaded_jackson_jar(build=build)]
+    """Return the jars to put on ``spark.jars`` for an Iceberg session without Maven (the JDBC
+    drivers of :func:`jdbc_driver_jars` included)."""
+    return [iceberg_runtime_jar(), shaded_jackson_jar(build=build), *jdbc_driver_jars()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -171,18 +171,20 @@ class LakeResnapshot:
         staging = self.staging(attempt)
         props = commits.mark_properties(self.destination, mark_key(start), start, None, None)
         props[RESNAPSHOT] = attempt
-        with table_lock(self.target):
+        def run() -> None:
             rows = spark.table(staging)
             same = commits.load_iceberg_table(spark, self.target) is not None and _columns(
                 spark.table(self.target).schema
             ) == _columns(rows.schema)
-            with commits.commit_properties(spark, props):
-                if same:
-                    from pyspark.sql import functions as F
+            if same:
+                from pyspark.sql import functions as F
 
-                    rows.writeTo(self.target).overwrite(F.lit(True))
-                else:
-                    spark.sql(self._replace_sql(staging))
+                rows.writeTo(self.target).overwrite(F.lit(True))
+            else:
+                spark.sql(self._replace_sql(staging))
+
+        with table_lock(self.target):
+            commits.commit(spark, self.target, props, run, f"a re-snapshot at {start}")
 
     def _replace_sql(self, staging: str) -> str:
         opts = self.options

@@ -4,8 +4,9 @@ Defaults (each one is overridden by the same key in ``conf``):
 
 ===========================================  ==================================================
 ``spark.master``                             ``local[*]`` (or the ``master`` argument)
-``spark.jars``                               the Iceberg runtime jar and the relocated Jackson jar
-                                             (see :mod:`.jars`); left out when ``conf`` sets
+``spark.jars``                               the Iceberg runtime jar, the relocated Jackson jar
+                                             and the JDBC drivers found (see :mod:`.jars`); left
+                                             out when ``conf`` sets
                                              ``spark.jars.packages``; for a local master they go
                                              on ``spark.driver.extraClassPath`` instead (the
                                              driver is the executor; the class archive covers
@@ -39,6 +40,33 @@ Defaults (each one is overridden by the same key in ``conf``):
 A cluster (standalone, YARN, Kubernetes) is a different ``master`` plus whatever that cluster needs
 in ``conf``; a REST/Hive/Glue catalog is ``spark.sql.catalog.<catalog>.*`` in ``conf``. The default
 warehouse is ``$BINLOG_CDC_WAREHOUSE`` or ``~/.local/share/airflow-provider-binlog/warehouse``.
+
+Catalogs
+--------
+* **Hadoop** (the default): metadata files in the warehouse, the current version found by listing
+  them; one machine, one writer at a time per table (object stores cannot rename atomically).
+* **JDBC** (:func:`jdbc_catalog_conf`; tested on PostgreSQL 15): Iceberg's ``JdbcCatalog`` keeps
+  each table's current metadata location in a row of ``iceberg_tables`` and swaps it with a
+  compare-and-set ``UPDATE``, so writers on any number of machines may commit to one table. Needs
+  the JDBC driver on the Spark driver's class path (:func:`.jars.jdbc_driver_jars`: Debian's
+  ``libpostgresql-jdbc-java``; with ``spark.jars.packages``, add ``org.postgresql:postgresql``),
+  ``jdbc.schema-version=V1`` (else views are refused; the catalog creates its tables at the first
+  start, which needs a role allowed to create tables in the database), and a ``warehouse`` that
+  every executor and the driver reach (the data and metadata files live there). The password is a
+  Spark setting (``...jdbc.password``), which Spark redacts in its UI and event log
+  (``spark.redaction.regex``); :class:`~..operators.binlog_to_spark.BinlogToSparkOperator` takes
+  it from an Airflow connection at run time (``catalog_conn_id``).
+* **REST**: ``type=rest`` and ``uri=http(s)://...``. The Iceberg runtime jar from
+  ``snowpark-connect-deps-iceberg`` references Iceberg's relocated Apache HTTP client 5
+  (``org.apache.iceberg.shaded.org.apache.hc.client5``/``hc.core5``) without holding it, so a REST
+  catalog fails at its first request with ``NoClassDefFoundError``; use the runtime jar from Maven
+  (``spark.jars.packages=org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2``, which holds
+  it) or add ``httpclient5``/``httpcore5``/``httpcore5-h2`` relocated by the rule ``rule
+  org.apache.hc.** org.apache.iceberg.shaded.org.apache.hc.@1`` (as :mod:`.jars` does for Jackson).
+  Untested here: no REST catalog server installs from PyPI or Debian.
+
+Every catalog that allows concurrent writers gets them: :func:`.commits.commit` retries a commit that
+lost a race, its mark checked again first.
 """
 
 from __future__ import annotations
@@ -54,6 +82,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+JDBC_CATALOG_IMPL = "org.apache.iceberg.jdbc.JdbcCatalog"
 WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
 DEFAULT_APP_NAME = "airflow-provider-binlog"
 
@@ -114,6 +143,45 @@ def _append(existing: str | None, extra: str, sep: str = ",") -> str:
     if extra not in parts:
         parts.append(extra)
     return sep.join(parts)
+
+
+def jdbc_catalog_conf(
+    uri: str,
+    user: str,
+    password: str,
+    warehouse: str,
+    catalog: str = "lake",
+    properties: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The Spark settings of an Iceberg JDBC catalog named ``catalog`` (pass them as ``conf``).
+
+    :param uri: ``jdbc:postgresql://host:5432/database`` (no credentials in it).
+    :param user: the database role.
+    :param password: its password (a Spark setting Spark redacts; never log the result).
+    :param warehouse: where table data and metadata go (reachable by the driver and every executor).
+    :param properties: more catalog properties (``cache-enabled``, ``io-impl``...), without the prefix.
+    """
+    if not uri.startswith("jdbc:"):
+        raise ValueError(f"a JDBC catalog's uri starts with 'jdbc:', not {uri.split(':', 1)[0]!r}")
+    prefix = f"spark.sql.catalog.{catalog}"
+    out = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        prefix + ".catalog-impl": JDBC_CATALOG_IMPL,
+        prefix + ".uri": uri,
+        prefix + ".jdbc.user": user,
+        prefix + ".jdbc.password": password,
+        prefix + ".jdbc.schema-version": "V1",
+        prefix + ".warehouse": warehouse,
+    }
+    out.update({f"{prefix}.{k}": v for k, v in (properties or {}).items()})
+    return out
+
+
+def jdbc_uri(host: str, port: int | None, database: str, scheme: str = "postgresql") -> str:
+    """``jdbc:postgresql://host:port/database`` (port 5432 when ``None``)."""
+    if not host or not database:
+        raise ValueError("a JDBC catalog needs a host and a database")
+    return f"jdbc:{scheme}://{host}:{port or 5432}/{database}"
 
 
 def session_conf(

@@ -88,8 +88,7 @@ class LakeChunkLoader:
         props = commits.mark_properties(
             self.destination, OrderKey(SNAPSHOT_FILE_NUMBER, 0, -1, -1), None, None, None
         )
-        with commits.commit_properties(self.spark, props):
-            self.spark.sql(f"DELETE FROM {target}")
+        commits.commit(self.spark, target, props, lambda: self.spark.sql(f"DELETE FROM {target}"), "a reset")
         # the merger may have cached the old mark
         self.merger.close()
         self.merger = self._new_merger()
@@ -131,8 +130,9 @@ class LakeChunkLoader:
         last = fresh[-1]
         props = commits.mark_properties(self.destination, last.order_key, last.position, None, None)
         try:
-            with commits.commit_properties(self.spark, props):
-                self.spark.sql(append_sql(target, view, names))
+            insert = append_sql(target, view, names)
+            where = f"snapshot rows to {last.position}"
+            commits.commit(self.spark, target, props, lambda: self.spark.sql(insert), where)
         finally:
             m.views.drop(view, stage)
         m.marks.put(target, CommittedMark(last.order_key, last.position, None, None, -1))

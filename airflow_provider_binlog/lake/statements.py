@@ -7,6 +7,11 @@ widen), then per piece its ``MERGE INTO`` (a TRUNCATE piece: its ``DELETE`` or s
 snapshot properties of its last entry (:mod:`.commits`; the batch's end position on the last
 one) and leaves that entry's mark. A piece is staged here, before anything runs, and its folded
 state released; its view is dropped by its statement. The SQL text is in :mod:`.merge_sql`.
+
+Every statement commits through :func:`.commits.commit`, which retries a conflict with another
+writer (another destination, or compaction, committing to the same table meanwhile) with the
+statement's mark checked again; a conflict that persists names the table and the chunk's
+``file:pos`` range.
 """
 
 from __future__ import annotations
@@ -119,6 +124,7 @@ class Statements:
         opts = pending.opts
         display = self.routes.display(target)
         parts = self.routes.parts[target]
+        changes = f"{first.position} to {_last_position(pending)}"
 
         def ensure_step(schemas: Iterable[TableSchema], where: Entry) -> tuple[Step, list[LakeColumn]]:
             try:
@@ -135,7 +141,7 @@ class Statements:
             step, all_columns = ensure_step(pending.schemas.values(), first)
             last = pending.rows[-1]
             done = CommittedMark(last.order_key, last.position, end_position, last.gtid, -1)
-            append = self._append(target, all_columns, pending.rows, end_position, counts)
+            append = self._append(target, all_columns, pending.rows, end_position, counts, changes)
             steps: list[Step] = [step]
             return steps if append is None else [*steps, (append, done)]
         pieces = pending.pieces
@@ -164,11 +170,11 @@ class Statements:
                 steps.append(step)
             statement: Callable[[], None] | None
             if isinstance(piece, DdlStep):
-                statement = functools.partial(self._ddl, target, piece, opts, props, counts)
+                statement = functools.partial(self._ddl, target, piece, opts, props, counts, changes)
             elif isinstance(piece, DdlEntry):
-                statement = functools.partial(self._truncate, target, piece, opts, props, counts)
+                statement = functools.partial(self._truncate, target, piece, opts, props, counts, changes)
             else:
-                statement = self._merge_piece(target, columns, piece, opts, props, counts)
+                statement = self._merge_piece(target, columns, piece, opts, props, counts, changes)
             done = CommittedMark(entry.order_key, entry.position, end, entry.gtid, -1)
             steps.append((statement, done))
         return steps
@@ -181,6 +187,7 @@ class Statements:
         opts: TargetOptions,
         props: dict[str, str],
         counts: TableCounts,
+        changes: str,
     ) -> Callable[[], None] | None:
         """Stage one folded piece (its state is released); return its MERGE (``None``: nothing left)."""
         state, keys = piece.state, piece.keys
@@ -231,8 +238,7 @@ class Statements:
                     counts.updated += reported[1]
                     counts.deleted += reported[2]
                 counts.upserted += upserts
-                with commits.commit_properties(spark, props):
-                    spark.sql(statement)
+                commits.commit(spark, target, props, functools.partial(spark.sql, statement), changes)
                 counts.commits += 1
             finally:
                 self.views.drop(view, stage_name)
@@ -240,21 +246,34 @@ class Statements:
         return run
 
     def _ddl(
-        self, target: str, step: DdlStep, opts: TargetOptions, props: dict[str, str], counts: TableCounts
+        self,
+        target: str,
+        step: DdlStep,
+        opts: TargetOptions,
+        props: dict[str, str],
+        counts: TableCounts,
+        changes: str,
     ) -> None:
-        self.actions.run(target, step.actions, opts, props)
+        # the actions converge from any state (see .actions) and write the mark last themselves
+        run = functools.partial(self.actions.run, target, step.actions, opts, props)
+        commits.commit(self.spark, target, props, run, changes, attach=False)
         counts.commits += 1
 
     def _truncate(
-        self, target: str, entry: DdlEntry, opts: TargetOptions, props: dict[str, str], counts: TableCounts
+        self,
+        target: str,
+        entry: DdlEntry,
+        opts: TargetOptions,
+        props: dict[str, str],
+        counts: TableCounts,
+        changes: str,
     ) -> None:
         meta = None
         if opts.soft_delete and opts.metadata_columns:
             meta = (utc_from_epoch(entry.timestamp), str(entry.position))
         count_query, statement = merge_sql.truncate_sql(target, opts.soft_delete, meta)
         n = int(self.spark.sql(count_query).collect()[0][0])
-        with commits.commit_properties(self.spark, props):
-            self.spark.sql(statement)
+        commits.commit(self.spark, target, props, functools.partial(self.spark.sql, statement), changes)
         counts.deleted += n
         counts.truncated += 1
         counts.commits += 1
@@ -266,6 +285,7 @@ class Statements:
         entries: list[Entry],
         end_position: BinlogPosition | None,
         counts: TableCounts,
+        changes: str,
     ) -> Callable[[], None] | None:
         """Stage every change as a row; return the INSERT (``None`` when nothing is left)."""
         all_columns = [*columns, *META_COLUMNS]
@@ -282,11 +302,23 @@ class Statements:
 
         def run() -> None:
             try:
-                with commits.commit_properties(spark, props):
-                    spark.sql(statement)
+                commits.commit(spark, target, props, functools.partial(spark.sql, statement), changes)
                 counts.appended += n
                 counts.commits += 1
             finally:
                 self.views.drop(view, stage_name)
 
         return run
+
+
+def _last_position(pending: Pending) -> BinlogPosition | None:
+    """The position of a chunk's last entry."""
+    if pending.rows is not None:
+        return pending.rows[-1].position if pending.rows else None
+    for piece in reversed(pending.pieces):
+        entry = (
+            piece.last if isinstance(piece, Piece) else piece.entry if isinstance(piece, DdlStep) else piece
+        )
+        if entry is not None:
+            return entry.position
+    return None

@@ -74,6 +74,12 @@ class BinlogToSparkOperator(BaseOperator):
     :param spark_master: Spark master (default ``$BINLOG_CDC_SPARK_MASTER`` or ``local[*]``).
     :param spark_conf: more Spark configuration (cluster, catalog, jars.packages...).
     :param catalog: the Iceberg catalog name used in targets.
+    :param catalog_conn_id: an Airflow connection that makes ``catalog`` an Iceberg JDBC catalog
+        (:func:`..lake.session.jdbc_catalog_conf`), read when the task runs (its password never
+        reaches a rendered field, a log line or an XCom): type ``postgres`` (host, port, schema =
+        database, login, password) or ``jdbc`` (host = ``jdbc:postgresql://...``); extras
+        ``warehouse`` (default: ``warehouse``) and ``catalog_properties`` (more catalog properties).
+        Its settings win over the same keys in ``spark_conf``.
     :param warehouse: warehouse of the default Hadoop catalog (default ``$BINLOG_CDC_WAREHOUSE``).
     :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
     :param on_schema_change: what a DDL statement on a source table does to its lake table:
@@ -137,6 +143,7 @@ class BinlogToSparkOperator(BaseOperator):
         spark_master: str | None = None,
         spark_conf: dict[str, str] | None = None,
         catalog: str = "lake",
+        catalog_conn_id: str | None = None,
         warehouse: str | None = None,
         target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
         on_schema_change: str | Mapping[str, str] | None = None,
@@ -171,6 +178,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.spark_master = spark_master
         self.spark_conf = spark_conf
         self.catalog = catalog
+        self.catalog_conn_id = catalog_conn_id
         self.warehouse = warehouse
         self.target_options = target_options
         from airflow_provider_binlog.canal.operations import Policy
@@ -199,13 +207,41 @@ class BinlogToSparkOperator(BaseOperator):
         """Start (or join) the SparkSession (called by the drain in its committer thread)."""
         from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, create_session
 
+        warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
+        conf = dict(self.spark_conf or {})
+        if self.catalog_conn_id:
+            conf.update(self._catalog_conf(warehouse))
         return create_session(
             app_name=f"binlog-cdc-{self.destination}",
             master=self.spark_master or os.environ.get(SPARK_MASTER_ENV) or None,
-            warehouse=self.warehouse or os.environ.get(WAREHOUSE_ENV) or None,
+            warehouse=warehouse,
             catalog=self.catalog,
-            conf=dict(self.spark_conf or {}),
+            conf=conf,
         )
+
+    def _catalog_conf(self, warehouse: str | None) -> dict[str, str]:
+        """The JDBC catalog settings of ``catalog_conn_id`` (holding its password: never log them)."""
+        from airflow.sdk import BaseHook
+
+        from airflow_provider_binlog.lake.session import default_warehouse, jdbc_catalog_conf, jdbc_uri
+
+        conn_id = str(self.catalog_conn_id)
+        conn = BaseHook.get_connection(conn_id)
+        extra = conn.extra_dejson
+        host = conn.host or ""
+        try:
+            if conn.conn_type == "jdbc" or host.startswith("jdbc:"):
+                uri = host
+            elif conn.conn_type in ("postgres", "postgresql"):
+                uri = jdbc_uri(host, conn.port, conn.schema or "")
+            else:
+                raise ValueError(f"its type is {conn.conn_type!r}, not 'postgres' or 'jdbc'")
+            return jdbc_catalog_conf(
+                uri, conn.login or "", conn.password or "", extra.get("warehouse") or warehouse
+                or default_warehouse(), self.catalog, dict(extra.get("catalog_properties") or {}),
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ValueError(f"catalog connection {conn_id!r}: {exc}") from None
 
     def _check_start_from(self) -> None:
         """``start_from`` with a snapshot is refused: both would decide where a destination without a
@@ -280,3 +316,15 @@ class BinlogToSparkOperator(BaseOperator):
         instance = self._instance
         if instance is not None:
             instance.close()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The OpenLineage provider's call after a successful run: the source tables and lake tables
+        it committed (:func:`.lineage.operator_lineage` of the returned summary, read back from XCom),
+        the source named by its connection's host and port."""
+        from airflow.sdk import BaseHook
+
+        from airflow_provider_binlog.operators.lineage import operator_lineage, source_namespace
+
+        summary = task_instance.xcom_pull(task_ids=task_instance.task_id)
+        conn = BaseHook.get_connection(self.mysql_conn_id)
+        return operator_lineage(summary, source_namespace(conn.host, conn.port))
