@@ -80,6 +80,22 @@ log = logging.getLogger(__name__)
 PREFIX = "resnapshot"
 START_WAIT_SECONDS = 10.0
 
+STAGING_INFIX = "__resnapshot_"
+"""A staging table is named ``{table}{STAGING_INFIX}{attempt}`` beside its target (re-snapshots and
+the lake copies of online schema-change tools, :mod:`.online_copy`)."""
+ATTEMPT = re.compile(r"[0-9a-f]{12}")
+"""An attempt id: 12 lowercase hex digits (only staging names of exactly that form count)."""
+
+
+def staging_parts(target_parts: Sequence[str], attempt: str) -> tuple[str, ...]:
+    """The name parts of the staging table of ``attempt`` beside the target ``target_parts``.
+
+    :raises ValueError: ``attempt`` is not 12 lowercase hex digits.
+    """
+    if not ATTEMPT.fullmatch(attempt):
+        raise ValueError(f"a re-snapshot attempt is 12 lowercase hex digits, not {attempt!r}")
+    return (*target_parts[:-1], f"{target_parts[-1]}{STAGING_INFIX}{attempt}")
+
 
 def resnapshot_key(source: str) -> str:
     """The progress record key of ``schema.table``'s re-snapshot."""
@@ -131,6 +147,8 @@ class ResnapshotResult:
     :param seconds: wall time.
     :param gone: the source table no longer existed (nothing was loaded; see
         :func:`...drain.resnapshot.resnapshot`).
+    :param copied: the shadow table (``schema.table``) whose lake copy was swapped in instead of a
+        load from the source (an online schema-change tool's cut-over, :mod:`.online_copy`).
     """
 
     source: str
@@ -142,6 +160,7 @@ class ResnapshotResult:
     resumed: bool = False
     seconds: float = 0.0
     gone: bool = False
+    copied: str = ""
 
     @property
     def mark(self) -> OrderKey:
@@ -151,7 +170,7 @@ class ResnapshotResult:
         return {
             "source": self.source, "target": self.target, "start": str(self.start), "attempt": self.attempt,
             "rows": self.rows, "chunks": self.chunks, "resumed": self.resumed, "seconds": self.seconds,
-            "gone": self.gone,
+            "gone": self.gone, "copied": self.copied,
         }  # fmt: skip
 
 
@@ -433,6 +452,8 @@ def _done_chunk(prog: dict[str, Any], pending: dict[str, Any]) -> dict[str, Any]
 
 
 __all__ = [
+    "ATTEMPT",
+    "STAGING_INFIX",
     "ResnapshotResult",
     "TableResnapshot",
     "TableSwapper",
@@ -442,5 +463,6 @@ __all__ = [
     "settle",
     "source_exists",
     "source_of",
+    "staging_parts",
     "unfinished",
 ]

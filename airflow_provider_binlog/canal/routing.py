@@ -29,10 +29,13 @@ separated by commas (or a list), each a glob like the sources above or a canal r
 parks the old table as ``_t_del``), pt-online-schema-change builds ``_t_new`` (and parks ``_t_old``);
 they swap the copy in with one ``RENAME TABLE``. Such tables are transient copies, never lake
 tables: a glob route does not take a table named like :data:`SHADOW_TABLE` (``_`` + name +
-``_gho|_ghc|_del|_new|_old``, case-insensitive), and :meth:`Routes.filter` does not read it (the
-copy's row events are not decoded). The swap itself reaches the lake as a RENAME of the routed
-name (:func:`..operations.rename_operation`). To load such tables anyway: an exact route, a glob
-whose table part itself ends with the suffix (``shop._*_new``), or ``Routes(shadow_tables=True)``.
+``_gho|_ghc|_del|_new|_old``, case-insensitive). :meth:`Routes.filter` reads the copy tables
+(``_t_gho``, ``_t_new``: :func:`copy_regex`) of routed names, whose row events the drain keeps in a
+staging table beside ``t``'s lake table and swaps in at the cut-over (:mod:`.online_copy`); the
+changelog and parked tables are not read. The swap itself reaches the lake as a RENAME of the
+routed name (:func:`..operations.rename_operation`). To load shadow tables as lake tables of their own
+instead: an exact route, a glob whose table part itself ends with the suffix (``shop._*_new``), or
+``Routes(shadow_tables=True)``.
 
 Exact routes win over globs; among globs the first that matches wins. :meth:`Routes.filter`
 turns the sources into canal's include filter (``.`` escaped, see :mod:`.filter`), so a table
@@ -104,6 +107,19 @@ def source_regex(source: str, shadow_tables: bool = False) -> str:
     if any(c in table for c in "*?") and not shadow_tables and not names_shadow(table):
         skip = f"(?!{SHADOW_TABLE}$)"
     return glob_to_regex(schema) + r"\." + skip + glob_to_regex(table)
+
+
+COPY_TABLE_SUFFIXES = ("gho", "new")
+"""Suffixes of the shadow tables that receive an online schema-change tool's copy (see
+:mod:`.online_copy`)."""
+
+
+def copy_regex(source: str) -> str:
+    """canal's include regex for the copy tables of one source's tables (``shop.t`` ->
+    ``shop\\._(?:t)_(?:gho|new)``; a glob's table part inside the parentheses)."""
+    schema, table = source_parts(source)
+    suffixes = "|".join(COPY_TABLE_SUFFIXES)
+    return glob_to_regex(schema) + r"\._(?:" + glob_to_regex(table) + r")_(?:" + suffixes + ")"
 
 
 def _glob_match(glob: str, name: str) -> bool:
@@ -260,9 +276,12 @@ class Routes:
         return sorted({t for t in self.routes.values() if "{" not in t})
 
     def filter(self, columns: str | None = None) -> TableFilter:
-        """canal's filter for these sources: the include list, ``exclude`` as the black list, the
-        optional column rules, and :meth:`refusal` (the instance stops at a refused table)."""
-        include = ",".join(source_regex(s, self.shadow_tables) for s in self.routes)
+        """canal's filter for these sources: the include list (with the copy tables of online
+        schema-change tools, :func:`copy_regex`), ``exclude`` as the black list, the optional column
+        rules, and :meth:`refusal` (the instance stops at a refused table)."""
+        include = ",".join(
+            [source_regex(s, self.shadow_tables) for s in self.routes] + [copy_regex(s) for s in self.routes]
+        )
         return TableFilter(
             include=include, exclude=exclude_text(self.exclude), columns=columns or "", refuse=self.refusal
         )

@@ -127,6 +127,9 @@ class ChunkLoop:
     :param resnapshot: re-snapshots the table a :class:`~..canal.operations.ResnapshotNeeded` names and
         returns the :class:`~..canal.resnapshot.ResnapshotResult` (see the module docstring); ``None``:
         the error stops the run.
+    :param copies: follows the shadow tables of online schema-change tools
+        (:class:`~..canal.online_copy.OnlineCopies`): each batch is screened before it is folded, and a
+        cut-over's re-snapshot swaps the shadow's lake copy in when it can (:mod:`.online_copy`).
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class ChunkLoop:
         report: Report,
         tick: Callable[[], None] = lambda: None,
         resnapshot: Callable[[Any], Any] | None = None,
+        copies: Any = None,
     ) -> None:
         self.destination = destination
         self.instance = instance
@@ -150,6 +154,8 @@ class ChunkLoop:
         self.report = report
         self.tick = tick
         self.resnapshot = resnapshot
+        self.copies = copies
+        self.resolve = copies.resolver(target_for) if copies is not None else target_for
         self.resnapshots: list[Any] = []  # what each re-snapshot of this run returned
         self.merger: Merger | None = None  # set once Spark is up
         # seconds of this loop on the main thread: waiting for the parser thread, buffering
@@ -164,6 +170,7 @@ class ChunkLoop:
         self.size = 0  # estimated bytes of the changes read for that chunk
         self.last_end: Any = None  # end position of the last batch taken
         self.early: list[tuple[int, Sequence[Any]]] = []  # batches taken while Spark was starting
+        self.screened: set[int] = set()  # ids of the batches in ``early`` the copies screened
         self.in_flight: _InFlight | None = None
         self.started = self.last_log = 0.0  # set by run()
 
@@ -195,8 +202,14 @@ class ChunkLoop:
         early, last_raised = self.early, None
         while early:
             taken_id, taken = early[0]
+            if self.copies is not None and taken_id not in self.screened:
+                # once per batch, in order, after the run's start settled the copies (Spark is up);
+                # a re-fold reuses the screened list
+                taken = self.copies.screen(taken)
+                early[0] = (taken_id, taken)
+                self.screened.add(taken_id)
             try:
-                self.rows += merger.add_many(taken, self.target_for)
+                self.rows += merger.add_many(taken, self.resolve)
             except ResnapshotNeeded as exc:
                 if self.resnapshot is None or (exc.table, exc.position) == last_raised:
                     raise  # the re-snapshot's mark did not cover the statement: no loop
@@ -204,6 +217,7 @@ class ChunkLoop:
                 self._resnapshot(exc, taken_id)
                 continue  # the same batch again: the marks skip what the lake has now
             self.instance.store.release(taken_id)
+            self.screened.discard(taken_id)
             early.pop(0)
 
     def _resnapshot(self, exc: Any, batch_id: int) -> None:
@@ -227,12 +241,26 @@ class ChunkLoop:
         self._settle()
         from airflow_provider_binlog.lake.resnapshot import resnapshot_mark
 
+        decision = None
+        if self.copies is not None:  # an online schema-change tool's cut-over: its lake copy, if it can
+            from airflow_provider_binlog.drain.online_copy import prepare_swap
+
+            decision = prepare_swap(self.copies, exc, merger, target, self.report)
         result = self.resnapshot(exc)
+        if self.copies is not None:
+            from airflow_provider_binlog.drain.online_copy import swapped
+
+            swapped(self.copies, decision, result)
         merger.put_mark(target, resnapshot_mark(result.start))
         self.resnapshots.append(result)
+        how = (
+            f"its lake copy of {result.copied} swapped in"
+            if getattr(result, "copied", "")
+            else "re-snapshotted"
+        )
         self.report(
             logging.INFO,
-            f"destination {self.destination}: {target} re-snapshotted at {result.start} "
+            f"destination {self.destination}: {target} {how} at {result.start} "
             f"({result.rows} rows, {dropped} held row images dropped); its changes after that are applied",
         )
 

@@ -76,11 +76,13 @@ def resnapshot(
         ``exclude_columns=``) for ``source`` make the lake table hold the kept columns only, as its
         row changes do.
     """
+    from airflow_provider_binlog.canal.online_copy import live_copy_attempts
     from airflow_provider_binlog.canal.resnapshot import ResnapshotResult, TableResnapshot, source_exists
     from airflow_provider_binlog.canal.snapshot import column_projection
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
 
-    swapper = LakeResnapshot(spark, identity.destination, source, target, options)
+    keep = live_copy_attempts(meta, identity)  # staging tables of copies in progress are no leftovers
+    swapper = LakeResnapshot(spark, identity.destination, source, target, options, keep=keep)
     try:
         keys = options.key_columns if options is not None else ()
         job = TableResnapshot(
@@ -106,8 +108,10 @@ def clean_leftovers(
     guard: Callable[[], None] | None = None,
 ) -> list[str]:
     """Settle the destination's unfinished re-snapshot attempts and drop the staging tables left
-    beside their targets by killed attempts (:func:`~..canal.resnapshot.settle`); return the staging
-    tables dropped (names as text).
+    beside their targets by killed attempts (:func:`~..canal.resnapshot.settle`), then settle the
+    lake copies of online schema-change tools (:func:`~..canal.online_copy.settle_copies`: the staging
+    tables of copies that ended are dropped, those in progress kept); return the staging tables
+    dropped as leftovers (names as text).
 
     Nothing is read from the lake unless the meta store records an unfinished attempt; then one
     catalog listing per namespace of those targets. The staging table of an attempt still in
@@ -117,6 +121,7 @@ def clean_leftovers(
         unrouted); an attempt whose source no longer routes to its target is abandoned.
     :param guard: called before every progress write (the running node's check).
     """
+    from airflow_provider_binlog.canal.online_copy import settle_copies
     from airflow_provider_binlog.canal.resnapshot import settle
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot, namespace_tables
     from airflow_provider_binlog.lake.sql import name_text, parse_name
@@ -132,8 +137,12 @@ def clean_leftovers(
         now = target_for(*source.split(".", 1))
         return now is not None and parse_name(now) == parse_name(target)
 
+    def drop_copy(source: str, target: str, attempt: str) -> None:
+        swapper_for(source, target).drop_staging(attempt)
+
     try:
         live = settle(meta, identity, swapper_for, routed, guard)
+        copying = settle_copies(meta, identity, target_for, drop_copy, guard)
         dropped: list[str] = []
         listed: dict[tuple[str, ...], list[str]] = {}
         for target, attempt in sorted(live.items()):
@@ -142,7 +151,7 @@ def clean_leftovers(
             if namespace not in listed:
                 listed[namespace] = namespace_tables(spark, namespace)
             for other in swapper.leftovers(listed[namespace]):
-                if other != attempt:
+                if other != attempt and other not in copying:
                     swapper.drop_staging(other)
                     dropped.append(name_text(swapper.staging_parts(other)))
         if dropped:

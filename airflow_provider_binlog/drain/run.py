@@ -263,9 +263,16 @@ class Drain:
             )  # fmt: skip
             # Spark reads the lake's marks (seconds, with its start) while the first chunk is read
             self.starting = committer.submit(self._make_merger)
+            from airflow_provider_binlog.canal.online_copy import OnlineCopies
+
+            guard = instance.running.check if instance.running is not None else None
+            copies = OnlineCopies(
+                self.destination, instance.meta, instance.identity, self.routes.target_for,
+                instance.config.filter, guard, report,
+            )  # fmt: skip
             loop = self.loop = ChunkLoop(
                 self.destination, instance, self.starting, committer, self.routes.target_for,
-                settings.limits, report, collector.tick, resnapshot=self._resnapshot,
+                settings.limits, report, collector.tick, resnapshot=self._resnapshot, copies=copies,
             )  # fmt: skip
             if instance.stale_marks:
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
@@ -360,6 +367,12 @@ class Drain:
             summary["cascades"] = [c.as_dict() for c in self.cascades]
         if loop.resnapshots:
             summary["resnapshots"] = [r.as_dict() for r in loop.resnapshots]
+        snapshots = self._snapshots(loop)
+        if snapshots:
+            summary["snapshots"] = snapshots
+        lineage = self._lineage(loop)
+        if lineage is not None:
+            summary["lineage"] = lineage
         instance.meta.record_run(
             instance.identity, self.settings.run_id, state="success", end=end, tables=loop.totals
         )
@@ -369,6 +382,49 @@ class Drain:
             f"{elapsed:.1f} s; {point} .. {end}; {loop.totals}; seconds {summary['timings']}",
         )
         return summary
+
+    def _snapshots(self, loop: ChunkLoop) -> dict[str, int]:
+        """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest
+        snapshot that names this destination), for every table the run committed to: changes
+        (``tables``, ``commits`` > 0) or a re-snapshot. The summary's ``snapshots``; a failure to
+        read them is reported and leaves them out."""
+        merger: Any = loop.merger
+        committed = [t for t, counts in loop.totals.items() if counts.get("commits")]
+        committed += [r.target for r in loop.resnapshots if not r.gone]
+        if merger is None or not committed:
+            return {}
+        found: dict[str, int] = {}
+        try:
+            for target in dict.fromkeys(committed):
+                for name, mark in merger.committed(target).items():
+                    if mark is not None and mark.snapshot_id >= 0:
+                        found[name] = mark.snapshot_id
+        except Exception as exc:  # the run is committed and acked: it does not fail for this
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: cannot read the snapshot ids of {committed}: "
+                f"{type(exc).__name__}: {exc}",
+            )
+        return found
+
+    def _lineage(self, loop: ChunkLoop) -> dict[str, Any] | None:
+        """What the run committed, for lineage (:func:`..lake.describe.describe_run`): the source
+        tables per lake table and both sides' columns; a failure is reported and leaves it out."""
+        merger: Any = loop.merger
+        loaded = [(r.source, r.target) for r in loop.resnapshots if not r.gone]
+        if merger is None or not (merger.sources or loaded):
+            return None
+        from airflow_provider_binlog.lake.describe import describe_run
+
+        try:
+            return describe_run(merger.spark, merger.sources, loaded)
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: cannot describe the lake tables for lineage: "
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
 
     def _close(self) -> None:
         """Close the merger and stop Spark (when this run owns it), also when they were made but never

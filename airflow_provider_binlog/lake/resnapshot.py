@@ -1,10 +1,11 @@
 """The lake side of a table re-snapshot (:mod:`airflow_provider_binlog.canal.resnapshot`): a staging
 Iceberg table per attempt, then one commit that swaps its rows into the target.
 
-Staging table: beside the target, ``{table}__resnapshot_{attempt}`` (attempt: 12 lowercase hex
-digits; only names of exactly that form count as staging tables, and only beside a target this
-destination re-snapshots), always quoted in SQL, with the target's options (option columns,
-partitioning, properties) and the source's CURRENT columns.
+Staging table: beside the target, ``{table}__resnapshot_{attempt}``
+(:func:`~..canal.resnapshot.staging_parts`; attempt: 12 lowercase hex digits; only names of exactly
+that form count as staging tables, and only beside a target this destination re-snapshots), always
+quoted in SQL, with the target's options (option columns, partitioning, properties) and the source's
+CURRENT columns.
 Chunks are appended as for the initial snapshot (:class:`~.snapshot.LakeChunkLoader`), each commit
 marked ``(0, chunk, -1, row)`` for the destination, so a chunk committed before its progress write
 is known and not loaded twice.
@@ -24,13 +25,13 @@ Readers see the old contents or the new, never a mix.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
-from airflow_provider_binlog.canal.resnapshot import mark_key
+from airflow_provider_binlog.canal.resnapshot import ATTEMPT, STAGING_INFIX, mark_key, staging_parts
 from airflow_provider_binlog.lake import commits, merge_sql
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns, new_table_properties
@@ -46,9 +47,6 @@ if TYPE_CHECKING:
 RESNAPSHOT = commits.PREFIX + "resnapshot"
 """Snapshot summary property of a swap commit: the re-snapshot attempt it completes."""
 
-STAGING_INFIX = "__resnapshot_"
-_ATTEMPT = re.compile(r"[0-9a-f]{12}")
-
 
 def resnapshot_mark(start: BinlogPosition) -> CommittedMark:
     """The committed mark a swap at ``start`` leaves (for a merger's in-memory marks)."""
@@ -63,6 +61,8 @@ class LakeResnapshot:
     :param source: ``schema.table``.
     :param target: the lake table (``catalog.namespace.table``, parts in backticks as needed).
     :param options: the target's options.
+    :param keep: attempts whose staging tables are never dropped as another attempt's leftovers (the
+        lake copies of online schema-change tools in progress, :mod:`..canal.online_copy`).
     """
 
     def __init__(
@@ -72,8 +72,10 @@ class LakeResnapshot:
         source: str,
         target: str,
         options: TargetOptions | None = None,
+        keep: Collection[str] = (),
     ) -> None:
         self.spark = spark
+        self.keep = frozenset(keep)
         self.destination = destination
         self.source = source
         self.parts = parse_name(target)
@@ -87,9 +89,7 @@ class LakeResnapshot:
     # -- names -------------------------------------------------------------------------------------
 
     def staging_parts(self, attempt: str) -> tuple[str, ...]:
-        if not _ATTEMPT.fullmatch(attempt):
-            raise ValueError(f"a re-snapshot attempt is 12 lowercase hex digits, not {attempt!r}")
-        return (*self.parts[:-1], f"{self.parts[-1]}{STAGING_INFIX}{attempt}")
+        return staging_parts(self.parts, attempt)
 
     def staging(self, attempt: str) -> str:
         """The quoted name of the attempt's staging table."""
@@ -107,7 +107,7 @@ class LakeResnapshot:
         return sorted(
             name[len(prefix) :]
             for name in tables
-            if name.startswith(prefix) and _ATTEMPT.fullmatch(name[len(prefix) :])
+            if name.startswith(prefix) and ATTEMPT.fullmatch(name[len(prefix) :])
         )
 
     # -- staging -----------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ class LakeResnapshot:
     def prepare(self, attempt: str, ts: TableSchema) -> None:
         activate(self.spark)
         for other in self.leftovers():
-            if other != attempt:
+            if other != attempt and other not in self.keep:
                 self.drop_staging(other)
         parts = self.staging_parts(attempt)
         display = name_text(parts)
@@ -171,6 +171,7 @@ class LakeResnapshot:
         staging = self.staging(attempt)
         props = commits.mark_properties(self.destination, mark_key(start), start, None, None)
         props[RESNAPSHOT] = attempt
+
         def run() -> None:
             rows = spark.table(staging)
             same = commits.load_iceberg_table(spark, self.target) is not None and _columns(

@@ -1,5 +1,6 @@
 """Shadow, changelog and parked tables of gh-ost and pt-online-schema-change are no lake tables under
-glob routes (:data:`airflow_provider_binlog.canal.routing.SHADOW_TABLE`), unless asked for."""
+glob routes (:data:`airflow_provider_binlog.canal.routing.SHADOW_TABLE`), unless asked for; the copy
+tables of routed names are read (for the lake copy, :mod:`airflow_provider_binlog.canal.online_copy`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from airflow_provider_binlog.canal.routing import Routes, is_shadow_table
 
 SHADOWS = ("_t_gho", "_t_ghc", "_t_del", "_t_20240101120000_del", "_t_new", "__t_old", "_Orders_GHO")
+COPIES = ("_t_gho", "_t_new", "_Orders_GHO")
 NOT_SHADOWS = ("t", "t_new", "_t", "orders_old", "_t_newer", "x_t_gho")
 
 
@@ -16,7 +18,22 @@ def test_shadow_tables_are_not_taken_by_a_glob(name: str) -> None:
     assert is_shadow_table(name)
     routes = Routes({"d.*": "lake.d.{table}"})
     assert routes.target_for("d", name) is None
-    assert not routes.filter().matches("d", name)  # not even read
+    # the changelog and parked tables are not even read; the copy tables are (for the lake copy
+    # swapped in at the cut-over, canal.online_copy), never routed
+    assert routes.filter().matches("d", name) == (name in COPIES)
+
+
+@pytest.mark.parametrize(
+    "routes", [{"d.*": "lake.d.{table}"}, {"d.t": "lake.d.t"}, {"d.t*": "lake.d.x_{table}"}]
+)
+def test_the_copy_tables_of_routed_names_are_read(routes: dict[str, str]) -> None:
+    flt = Routes(routes).filter()
+    assert flt.matches("d", "_t_gho") and flt.matches("d", "_t_new")
+    assert (
+        not flt.matches("d", "_t_ghc") and not flt.matches("d", "_t_del") and not flt.matches("d", "_t_old")
+    )
+    assert not flt.matches("e", "_t_gho")
+    assert flt.matches("d", "_u_gho") == ("d.*" in routes)  # only copies of routed names
 
 
 @pytest.mark.parametrize("name", NOT_SHADOWS)
