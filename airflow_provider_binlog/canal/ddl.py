@@ -20,60 +20,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from airflow_provider_binlog.canal.partitions import PartitionDef, Partitioning
+from airflow_provider_binlog.canal import partitions
+from airflow_provider_binlog.canal.partitions import PartitionClause, Partitioning
+from airflow_provider_binlog.canal.sql_tokens import Tok, TokenCursor, tokenize
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<comment>--[^\n]*|\#[^\n]*|/\*(?!!).*?\*/)
-  | (?P<exec>/\*!\d*|\*/)
-  | (?P<bq>`(?:[^`]|``)*`)
-  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
-  | (?P<num>\d+(?:\.\d+)?)
-  | (?P<word>[A-Za-z_$@][\w$@]*)
-  | (?P<punct>.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-@dataclass(frozen=True)
-class Tok:
-    kind: str  # "id" (identifier or keyword), "qid" (backticked), "str", "num", "p"
-    text: str
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "id" else ""
-
-
-def tokenize(sql: str) -> list[Tok]:
-    out: list[Tok] = []
-    for m in _TOKEN.finditer(sql):
-        kind = m.lastgroup
-        text = m.group()
-        if kind in ("ws", "comment", "exec"):
-            continue  # executable comments /*!NNNNN ... */ keep their content
-        if kind == "bq":
-            out.append(Tok("qid", text[1:-1].replace("``", "`")))
-        elif kind == "str":
-            body = text[1:-1]
-            q = text[0]
-            body = body.replace(q + q, q)
-            body = re.sub(
-                r"\\(.)", lambda m: {"n": "\n", "t": "\t", "0": "\0"}.get(m.group(1), m.group(1)), body
-            )
-            out.append(Tok("str", body))
-        elif kind == "num":
-            out.append(Tok("num", text))
-        elif kind == "word":
-            out.append(Tok("id", text))
-        else:
-            out.append(Tok("p", text))
-    return out
+__all__ = ["AlterOp", "ColumnSpec", "DdlStatement", "Default", "Tok", "parse_ddl", "tokenize"]
 
 
 @dataclass(frozen=True)
@@ -143,12 +95,7 @@ class AlterOp:
     :param first: ``FIRST`` given.
     :param after: ``AFTER col`` given.
     :param columns: the key columns (add_pk).
-    :param partitions: the partitions a partition clause names (DROP/TRUNCATE/REORGANIZE/EXCHANGE...).
-    :param all_partitions: ``... PARTITION ALL``.
-    :param definitions: ADD PARTITION / REORGANIZE ... INTO: the new partitions, when read.
-    :param partitioning: PARTITION BY: the new partitioning (``None``: not read).
-    :param other: EXCHANGE PARTITION ... WITH TABLE: that table.
-    :param read: a partition clause read completely (see :mod:`.partitions`).
+    :param part: a partition clause as read (:class:`.partitions.PartitionClause`).
     """
 
     op: str
@@ -158,12 +105,7 @@ class AlterOp:
     first: bool = False
     after: str | None = None
     columns: tuple[str, ...] = ()
-    partitions: tuple[str, ...] = ()
-    all_partitions: bool = False
-    definitions: tuple[PartitionDef, ...] | None = None
-    partitioning: Partitioning | None = None
-    other: tuple[str, str] | None = None
-    read: bool = False
+    part: PartitionClause | None = None
 
 
 @dataclass(frozen=True)
@@ -206,27 +148,11 @@ _NOT_DDL_CREATE = {"DATABASE", "SCHEMA", "USER", "ROLE", "FUNCTION", "PROCEDURE"
                    "UNIQUE", "FULLTEXT", "DEFINER", "OR", "ALGORITHM", "SQL", "AGGREGATE"}  # fmt: skip
 
 
-class _P:
+class _P(TokenCursor):
     def __init__(self, toks: list[Tok], default_schema: str) -> None:
-        self.t = toks
-        self.i = 0
-        self.default_schema = default_schema
+        super().__init__(toks, default_schema)
         self.table: tuple[str, str] | None = None
         self.verb = ""
-
-    def peek(self, k: int = 0) -> Tok | None:
-        j = self.i + k
-        return self.t[j] if j < len(self.t) else None
-
-    def up(self, k: int = 0) -> str:
-        t = self.peek(k)
-        return t.upper if t else ""
-
-    def eat(self, *words: str) -> bool:
-        if self.up() in words:
-            self.i += 1
-            return True
-        return False
 
     def charset_clause(self) -> str:
         """At ``CHARSET`` or ``CHARACTER``: read ``CHARSET [=] name`` / ``CHARACTER SET [=] name``."""
@@ -235,39 +161,6 @@ class _P:
             self.i += 1
         self.eat_p("=")
         return self.ident().lower()
-
-    def eat_p(self, ch: str) -> bool:
-        t = self.peek()
-        if t is not None and t.kind == "p" and t.text == ch:
-            self.i += 1
-            return True
-        return False
-
-    def ident(self) -> str:
-        t = self.peek()
-        if t is None or t.kind not in ("id", "qid", "str"):
-            raise ValueError("identifier expected")
-        self.i += 1
-        return t.text
-
-    def qualified(self) -> tuple[str, str]:
-        first = self.ident()
-        if self.eat_p("."):
-            return first, self.ident()
-        return self.default_schema, first
-
-    def skip_parens(self) -> None:
-        """Skip a balanced ``( ... )`` starting at the current token."""
-        if not self.eat_p("("):
-            return
-        depth = 1
-        while self.i < len(self.t) and depth:
-            t = self.t[self.i]
-            if t.kind == "p" and t.text == "(":
-                depth += 1
-            elif t.kind == "p" and t.text == ")":
-                depth -= 1
-            self.i += 1
 
     def skip_clause(self) -> None:
         """Skip to the next top-level comma or closing parenthesis / end."""
@@ -472,8 +365,6 @@ def _create(p: _P) -> DdlStatement:
 
 def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
     """After CREATE TABLE's columns: the default charset and the partitioning."""
-    from airflow_provider_binlog.canal import partitions
-
     charset = None
     partitioning: Partitioning | None = partitions.NOT_PARTITIONED
     while p.peek() is not None:
@@ -495,8 +386,6 @@ def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
 
 
 def _alter(p: _P) -> DdlStatement:
-    from airflow_provider_binlog.canal import partitions
-
     p.eat("ONLINE", "IGNORE")
     if not p.eat("TABLE"):
         return DdlStatement("other")
@@ -527,7 +416,7 @@ def _alter(p: _P) -> DdlStatement:
                 ops.append(AlterOp("add_pk", columns=p.name_list()))
                 p.skip_clause()
             elif u2 == "PARTITION":
-                ops.append(partitions.parse_alter_partition(p, "add"))
+                ops.append(_partition(p, "add"))
             elif u2 in (
                 "KEY",
                 "INDEX",
@@ -562,7 +451,7 @@ def _alter(p: _P) -> DdlStatement:
                 ops.append(AlterOp("drop_pk"))
             elif p.up() == "PARTITION":
                 # partition operations stand alone in a statement (names, commas...)
-                ops.append(partitions.parse_alter_partition(p, "drop"))
+                ops.append(_partition(p, "drop"))
             elif p.up() in _INDEX_WORDS or p.up() == "CONSTRAINT":
                 p.skip_clause()
             else:
@@ -606,10 +495,10 @@ def _alter(p: _P) -> DdlStatement:
             p.skip_clause()  # ALTER [COLUMN] c SET DEFAULT ...: no effect on the rows or their format
         elif u in _PARTITION_VERBS and (p.up(1) in ("PARTITION", "PARTITIONING") or u == "COALESCE"):
             p.i += 1  # partition operations stand alone in a statement
-            ops.append(partitions.parse_alter_partition(p, _PARTITION_VERBS[u]))
+            ops.append(_partition(p, _PARTITION_VERBS[u]))
         elif u == "PARTITION" and p.up(1) == "BY":
             p.i += 1  # the partitioning is the statement's last clause
-            ops.append(partitions.parse_alter_partition(p, "by"))
+            ops.append(_partition(p, "by"))
         elif u == "CONVERT" and p.up(1) in ("PARTITION", "TABLE"):
             ops.append(AlterOp("partition", "convert"))  # MariaDB: a partition out to a table or in
             p.i = len(p.t)
@@ -632,8 +521,9 @@ def _alter(p: _P) -> DdlStatement:
             p.i += 1
     tables: tuple[tuple[str, str], ...] = (table,)
     for clause in ops:  # EXCHANGE PARTITION: the other table's rows change too
-        if clause.other is not None and clause.other != table:
-            tables += (clause.other,)
+        other = clause.part.other if clause.part is not None else None
+        if other is not None and other != table:
+            tables += (other,)
     unread = any(t.upper in ("PARTITION", "PARTITIONING") for t in p.t) and not any(
         o.op == "partition" for o in ops
     )
@@ -650,6 +540,11 @@ _PARTITION_VERBS = {
     "ANALYZE": "maintain", "CHECK": "maintain", "OPTIMIZE": "maintain", "REBUILD": "maintain",
     "REPAIR": "maintain", "REMOVE": "remove", "DISCARD": "discard", "IMPORT": "import",
 }  # fmt: skip
+
+
+def _partition(p: _P, verb: str) -> AlterOp:
+    """A partition clause (they stand alone: read to the statement's end)."""
+    return AlterOp("partition", verb, part=partitions.parse_alter_partition(p, verb))
 
 
 def _placement(p: _P) -> tuple[bool, str | None]:

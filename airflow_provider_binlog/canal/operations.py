@@ -577,17 +577,17 @@ def _partition_clause(clause: AlterOp, table: tuple[str, str], before: TableSche
     """A partition clause: rows that move between partitions are nothing to the lake; TRUNCATE /
     DROP PARTITION delete the partitions' rows when the history knows their bounds at this point
     (:mod:`.partitions`), else (and for EXCHANGE, CONVERT, DISCARD/IMPORT) a re-snapshot."""
-    verb = clause.name
+    verb, part = clause.name, clause.part
     if verb in ("add", "reorganize", "coalesce", "maintain", "remove", "by"):
         return NOOP  # rows move between partitions, none is lost or added
-    if verb == "exchange" and clause.other is not None and table == clause.other:
+    if verb == "exchange" and part is not None and table == part.other:
         return Operation("partition", exact=False, reason="EXCHANGE PARTITION swapped this table's rows "
                          "with a partition's, without row events")  # fmt: skip
-    if verb == "truncate" and clause.all_partitions:
+    if verb == "truncate" and part is not None and part.all_partitions:
         return Operation("partition", (EmptyTable(),))  # every partition: the table's rows
     if verb in ("truncate", "drop"):
         try:
-            return Operation("partition", (partitions.delete_action(clause, before),))
+            return Operation("partition", (partitions.delete_action(part, before),))
         except partitions.NotExact as exc:
             why = f"the rows of the partitions cannot be told exactly ({exc})"
             return Operation("partition", exact=False, reason=f"{verb.upper()} PARTITION removes rows "

@@ -37,14 +37,11 @@ import datetime
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
-from airflow_provider_binlog.canal.ddl import Tok, tokenize
-
-if TYPE_CHECKING:
-    from airflow_provider_binlog.canal.ddl import _P, AlterOp, DdlStatement
+from airflow_provider_binlog.canal.sql_tokens import Tok, TokenCursor, tokenize
 
 Literal = tuple[str, str]
 """A bound as written: ``("num", "-5")``, ``("str", "2024-01-01")``, ``("null", "")``, ``("max", "")``
@@ -89,6 +86,43 @@ class Partitioning:
 
 
 NOT_PARTITIONED = Partitioning("")
+
+
+@dataclass(frozen=True)
+class PartitionClause:
+    """One ALTER TABLE partition clause as read.
+
+    :param verb: ``add``, ``drop``, ``truncate``, ``exchange``, ``reorganize``, ``coalesce``,
+        ``maintain`` (analyze, check, optimize, rebuild, repair), ``remove`` (REMOVE PARTITIONING),
+        ``by`` (PARTITION BY), ``discard``, ``import``, ``convert``.
+    :param partitions: the partitions it names.
+    :param all_partitions: ``... PARTITION ALL``.
+    :param definitions: ADD PARTITION / REORGANIZE ... INTO: the new partitions, when read.
+    :param partitioning: PARTITION BY: the new partitioning (``None``: not read).
+    :param other: EXCHANGE PARTITION ... WITH TABLE: that table.
+    :param read: the clause was read completely.
+    """
+
+    verb: str
+    partitions: tuple[str, ...] = ()
+    all_partitions: bool = False
+    definitions: tuple[PartitionDef, ...] | None = None
+    partitioning: Partitioning | None = None
+    other: tuple[str, str] | None = None
+    read: bool = False
+
+
+class Clause(Protocol):
+    """An ALTER TABLE clause as :mod:`.ddl` reads it (``AlterOp``): what :func:`after_alter` needs."""
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def part(self) -> PartitionClause | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +201,7 @@ def _is_p(t: Tok | None, ch: str) -> bool:
     return t is not None and t.kind == "p" and t.text == ch
 
 
-def _group(p: _P) -> list[Tok]:
+def _group(p: TokenCursor) -> list[Tok]:
     """The tokens inside a balanced ``( ... )`` at the cursor (consumed); ``[]`` when none."""
     if not p.eat_p("("):
         return []
@@ -245,7 +279,7 @@ def _columns_of(toks: Sequence[Tok]) -> tuple[str, ...]:
     return ()
 
 
-def parse_partition_by(p: _P) -> Partitioning | None:
+def parse_partition_by(p: TokenCursor) -> Partitioning | None:
     """After ``PARTITION BY``: read the partitioning up to the end of the definitions; ``None``
     when it cannot be read (the cursor is then somewhere inside it)."""
     linear = p.eat("LINEAR")
@@ -295,7 +329,7 @@ def parse_partition_by(p: _P) -> Partitioning | None:
     return Partitioning(method, _text(expr), columns, parts, sub)
 
 
-def parse_definitions(p: _P) -> tuple[PartitionDef, ...] | None:
+def parse_definitions(p: TokenCursor) -> tuple[PartitionDef, ...] | None:
     """At ``(``: read ``(PARTITION name VALUES ..., ...)``; ``None`` when not understood."""
     body = _group(p)
     out: list[PartitionDef] = []
@@ -339,7 +373,7 @@ def _inner(toks: Sequence[Tok], start: int) -> list[Tok]:
     return out
 
 
-def _names(p: _P) -> tuple[str, ...]:
+def _names(p: TokenCursor) -> tuple[str, ...]:
     names = []
     while p.peek() is not None and p.peek().kind in ("id", "qid", "str"):  # type: ignore[union-attr]
         names.append(p.ident())
@@ -348,53 +382,51 @@ def _names(p: _P) -> tuple[str, ...]:
     return tuple(names)
 
 
-def parse_alter_partition(p: _P, verb: str) -> AlterOp:
+def parse_alter_partition(p: TokenCursor, verb: str) -> PartitionClause:
     """Read one ALTER TABLE partition clause to the end of the statement (they stand alone).
 
     :param verb: ``add``, ``drop``, ``truncate``, ``exchange``, ``reorganize``, ``coalesce``,
         ``maintain``, ``remove``, ``by``, ``discard``, ``import``, ``convert``; the cursor is at the
         word after the verb (``PARTITION``, ``BY``...).
     """
-    from airflow_provider_binlog.canal.ddl import AlterOp
-
     try:
         if verb == "by":
             p.eat("BY")
-            return AlterOp("partition", "by", partitioning=parse_partition_by(p), read=True)
+            return PartitionClause("by", partitioning=parse_partition_by(p), read=True)
         p.eat("PARTITION", "PARTITIONING")
         if verb == "add":
             if _is_p(p.peek(), "("):
                 defs = parse_definitions(p)
-                return AlterOp("partition", "add", definitions=defs, read=defs is not None)
-            return AlterOp("partition", "add", read=p.eat("PARTITIONS"))  # HASH/KEY: PARTITIONS n
+                return PartitionClause("add", definitions=defs, read=defs is not None)
+            return PartitionClause("add", read=p.eat("PARTITIONS"))  # HASH/KEY: PARTITIONS n
         if verb in ("drop", "truncate", "maintain", "discard", "import"):
             if p.eat("IF"):  # MariaDB: DROP PARTITION IF EXISTS (a missing name: not followed)
                 p.eat("EXISTS")
             if p.eat("ALL"):
-                return AlterOp("partition", verb, all_partitions=True, read=True)
+                return PartitionClause(verb, all_partitions=True, read=True)
             names = _names(p)
-            return AlterOp("partition", verb, partitions=names, read=bool(names))
+            return PartitionClause(verb, partitions=names, read=bool(names))
         if verb == "exchange":
             names = _names(p)
             other = None
             if p.eat("WITH") and p.eat("TABLE"):
                 other = p.qualified()
-            return AlterOp("partition", verb, partitions=names, other=other, read=other is not None)
+            return PartitionClause(verb, partitions=names, other=other, read=other is not None)
         if verb == "reorganize":
             names = _names(p)
             if names and p.eat("INTO"):
                 defs = parse_definitions(p)
-                return AlterOp("partition", verb, partitions=names, definitions=defs, read=defs is not None)
-            return AlterOp("partition", verb, partitions=names, read=not names)
+                return PartitionClause(verb, partitions=names, definitions=defs, read=defs is not None)
+            return PartitionClause(verb, partitions=names, read=not names)
         if verb == "coalesce":
-            return AlterOp("partition", verb, read=True)
+            return PartitionClause(verb, read=True)
         if verb == "remove":
-            return AlterOp("partition", verb, read=True)
+            return PartitionClause(verb, read=True)
     except (ValueError, IndexError):
         pass
     finally:
         p.i = len(p.t)
-    return AlterOp("partition", verb)
+    return PartitionClause(verb)
 
 
 def _rows_value(v: Any) -> str | None:
@@ -439,17 +471,19 @@ def from_information_schema_rows(rows: Iterable[Sequence[Any]]) -> Partitioning 
 _COLUMN_OPS = ("drop", "modify", "change", "rename_column")
 
 
-def after_alter(before: Partitioning | None, stmt: DdlStatement) -> Partitioning | None:
-    """The partitioning after an ALTER TABLE that was understood completely (``None``: not known)."""
+def after_alter(before: Partitioning | None, clauses: Iterable[Clause], unread: bool) -> Partitioning | None:
+    """The partitioning after an ALTER TABLE that was understood completely (``None``: not known).
+
+    :param clauses: the statement's clauses (``DdlStatement.ops``).
+    :param unread: the statement mentions partitions in a way not read as a clause.
+    """
     result = before
-    for clause in stmt.ops:
+    for clause in clauses:
         if clause.op == "partition":
-            result = _after_clause(result, clause)
+            result = _after_clause(result, clause.part)
         elif clause.op in _COLUMN_OPS and result is not None and _uses(result, clause.name):
             result = None  # a partitioning column (or one an expression may use) changed
-    if stmt.partitioning_unread:
-        return None
-    return result
+    return None if unread else result
 
 
 def _uses(p: Partitioning, column: str) -> bool:
@@ -457,10 +491,10 @@ def _uses(p: Partitioning, column: str) -> bool:
     return bool(p.method) and (not p.columns or column.lower() in {c.lower() for c in p.columns})
 
 
-def _after_clause(p: Partitioning | None, clause: AlterOp) -> Partitioning | None:
-    verb = clause.name
-    if not clause.read:
+def _after_clause(p: Partitioning | None, clause: PartitionClause | None) -> Partitioning | None:
+    if clause is None or not clause.read:
         return None
+    verb = clause.verb
     if verb == "by":
         return clause.partitioning
     if verb == "remove":
@@ -719,12 +753,12 @@ def evaluate(pred: Pred, row: Sequence[Any]) -> bool:
     return not evaluate(pred.item, row)
 
 
-def delete_action(clause: AlterOp, before: TableSchema | None) -> DeleteRows:
+def delete_action(clause: PartitionClause | None, before: TableSchema | None) -> DeleteRows:
     """What the lake deletes for a ``TRUNCATE``/``DROP PARTITION`` clause, given the table's
     version just before the statement.
 
     :raises NotExact: not known exactly (the caller re-snapshots).
     """
-    if not clause.read or not clause.partitions:
+    if clause is None or not clause.read or not clause.partitions:
         raise NotExact("the partitions named are not read")
     return partition_rows(partitioning_of(before), clause.partitions, before)

@@ -463,7 +463,8 @@ class SchemaHistory:
                         base = prev[0] if prev else None
                         ts = self._altered(base, stmt) if (base is not None and stmt.complete) else None
                         if ts is not None:
-                            after = partitions.after_alter(partitions.partitioning_of(base), stmt)
+                            before = partitions.partitioning_of(base)
+                            after = partitions.after_alter(before, stmt.ops, stmt.partitioning_unread)
                             ts = partitions.with_partitioning(ts, after)
                         if ts is None:
                             ts = self.from_information_schema(schema, table)
