@@ -37,6 +37,7 @@ from airflow_provider_binlog.canal.operations import Policy
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables
+from airflow_provider_binlog.lake.describe import chunk_sources
 from airflow_provider_binlog.lake.options import (
     DELETED_COLUMN,
     OP_COLUMN,
@@ -56,6 +57,8 @@ from airflow_provider_binlog.lake.statements import Statements
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from airflow_provider_binlog.binlog.columns import TableSchema
 
 _LOOSE_MAX = 4096  # entries ``add`` collects before folding them
 
@@ -131,6 +134,9 @@ class ChangeMerger:
         self._held = 0
         self._counts: dict[str, TableCounts] = {}
         self._resolve: Resolver | None = None  # the last resolver add_many was given
+        self.sources: dict[str, dict[str, TableSchema]] = {}
+        """Target (dotted) -> the source tables of the changes committed to it, each with the newest
+        schema met (:func:`~.describe.chunk_sources`), for lineage."""
 
     # ---- public API -------------------------------------------------------------------------------
 
@@ -333,6 +339,7 @@ class ChangeMerger:
                 for target in sorted(buffers):
                     locks.enter_context(table_lock(target))
                 prepare = self.statements.prepare
+                sources = {target: chunk_sources(p) for target, p in buffers.items()}
                 prepared = [
                     (t, prepare(t, pending, end_position, counts.setdefault(t, TableCounts())))
                     for t, pending in buffers.items()
@@ -341,6 +348,9 @@ class ChangeMerger:
                 if staged is not None:
                     staged()
                 self.runner.run_all(prepared)
+                for target, found in sources.items():
+                    if found:  # else every change was in the table already
+                        self.sources.setdefault(self._routes.display(target), {}).update(found)
         finally:
             self.views.drop_all()  # what a failure left staged
             t["spark"] += time.perf_counter() - t0 - (t["stage"] - python)

@@ -304,7 +304,8 @@ class BinlogToSparkOperator(BaseOperator):
                 report=self._report,
             )  # fmt: skip
             try:
-                return drain.run(stop_at)
+                summary = self._lineage_summary = drain.run(stop_at)
+                return summary
             finally:  # the run start's retention headroom as a gauge, the run failed or not
                 emit_headroom(self.destination, drain.retention)
         finally:
@@ -319,12 +320,12 @@ class BinlogToSparkOperator(BaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's call after a successful run: the source tables and lake tables
-        it committed (:func:`.lineage.operator_lineage` of the returned summary, read back from XCom),
-        the source named by its connection's host and port."""
+        it committed (:func:`.lineage.operator_lineage` of the summary ``execute`` returned, kept on
+        the operator: no XCom read), the source named by its connection's host and port."""
         from airflow.sdk import BaseHook
 
         from airflow_provider_binlog.operators.lineage import operator_lineage, source_namespace
 
-        summary = task_instance.xcom_pull(task_ids=task_instance.task_id)
+        summary = getattr(self, "_lineage_summary", None)
         conn = BaseHook.get_connection(self.mysql_conn_id)
         return operator_lineage(summary, source_namespace(conn.host, conn.port))

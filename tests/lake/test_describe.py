@@ -1,0 +1,66 @@
+"""What a run's lineage says of its sources (pure Python, no Spark): the source tables of a chunk and
+their columns' binlog types (:mod:`airflow_provider_binlog.lake.describe`; the lake side, read from
+Iceberg, is checked by ``tests/airflow/test_operator_lineage.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
+from airflow_provider_binlog.lake.commits import CommittedMark
+from airflow_provider_binlog.lake.describe import chunk_sources, source_columns, source_type
+from airflow_provider_binlog.lake.options import TargetOptions
+from airflow_provider_binlog.lake.pending import Pending
+
+A1 = TableSchema("db", "a", (ColumnDef("id", T.LONG),), ("id",))
+A2 = TableSchema("db", "a", (ColumnDef("id", T.LONG), ColumnDef("note", T.VARCHAR)), ("id",))
+B = TableSchema("db", "b", (ColumnDef("id", T.LONGLONG, unsigned=True),), ("id",))
+
+
+def _change(n: int, schema: TableSchema) -> RowChange:
+    pos = BinlogPosition("mysql-bin.000001", 100 + 10 * n)
+    return RowChange(
+        "dest", schema.schema, schema.table, Op.INSERT, None, {"id": n}, ("id",), pos,
+        BinlogPosition(pos.file, pos.pos + 10), None, 1_700_000_000, OrderKey(1, pos.pos, -1, 0), schema,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"),
+    [
+        (ColumnDef("c", T.LONG), "LONG"),
+        (ColumnDef("c", T.LONG, unsigned=True), "LONG UNSIGNED"),
+        (ColumnDef("c", T.NEWDECIMAL, precision=12, scale=2), "NEWDECIMAL(12,2)"),
+        (ColumnDef("c", T.NEWDECIMAL, precision=10, scale=None, unsigned=True), "NEWDECIMAL(10,0) UNSIGNED"),
+        (ColumnDef("c", T.VARCHAR), "VARCHAR"),
+        (ColumnDef("c", T.DATETIME2, fsp=3), "DATETIME2"),
+    ],
+)
+def test_source_type(column: ColumnDef, expected: str) -> None:
+    assert source_type(column) == expected
+
+
+def test_source_columns_in_table_order() -> None:
+    assert source_columns(A2) == [["id", "LONG"], ["note", "VARCHAR"]]
+
+
+@pytest.mark.parametrize("append_only", [False, True])
+def test_chunk_sources_newest_schema_per_source(append_only: bool) -> None:
+    pending = Pending.new(TargetOptions(append_only=append_only), None)
+    pending.add([_change(0, A1), _change(1, B), _change(2, A2)], "lake.db.t")
+    found = chunk_sources(pending)
+    assert found == {"db.a": A2, "db.b": B}
+
+
+def test_chunk_sources_leave_out_what_the_lake_holds() -> None:
+    """Changes the table's mark covers (an earlier attempt committed them) name no source."""
+    mark = CommittedMark(OrderKey(1, 100, -1, 0), BinlogPosition("mysql-bin.000001", 100), None, None, 1)
+    pending = Pending.new(TargetOptions(), mark)
+    pending.add([_change(0, A1), _change(1, B)], "lake.db.t")
+    assert chunk_sources(pending) == {"db.b": B}
+    pending = Pending.new(TargetOptions(), mark)
+    pending.add([_change(0, A1)], "lake.db.t")
+    assert chunk_sources(pending) == {}
