@@ -38,8 +38,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from airflow_provider_binlog.dev.services import (
+    POSTGRES_BIN,
     MariaDbServer,
     PostgresServer,
     ServiceStartError,
@@ -234,60 +236,97 @@ def load_settings(path: Path | str = SETTINGS) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Endpoints:
-    """Where the services are, as the Airflow worker reaches them (compose: service names)."""
-
-    spark_master: str = "spark://spark-master:7077"
-    postgres: str = "postgres:5432"
-    catalog_user: str | None = None  # default: the settings'
-    catalog_password: str | None = field(default=None, repr=False)
+CATALOG_CONN_ID = "iceberg_catalog"
+"""The Airflow connection the topology's DAGs name as ``catalog_conn_id`` (JDBC catalog)."""
 
 
-def spark_defaults(settings: dict[str, str], endpoints: Endpoints, rebase: str = "") -> dict[str, str]:
-    """The Spark settings of the Airflow worker's driver for this topology: master, executor size,
-    the Iceberg catalog ``lake`` (JDBC on PostgreSQL when ``BINLOG_CDC_CATALOG_TYPE=jdbc``, else the
-    Hadoop catalog), its warehouse and the staging root. ``rebase`` is prefixed to container paths."""
-    warehouse = rebase + settings["BINLOG_CDC_WAREHOUSE"]
+def spark_defaults(
+    settings: dict[str, str], master: str = "spark://spark-master:7077", driver_host: str = "airflow"
+) -> dict[str, str]:
+    """The Spark settings of the Airflow worker's driver for this topology (its
+    ``$SPARK_CONF_DIR/spark-defaults.conf``): master, the address executors call the driver back on,
+    executor size and, for the JDBC catalog, the PostgreSQL driver on the driver's class path (the
+    catalog runs in the driver). The catalog itself is the ``iceberg_catalog`` connection
+    (:func:`airflow_env`): the operator's catalog settings would win over this file's."""
     conf = {
-        "spark.master": endpoints.spark_master,
+        "spark.master": master,
+        "spark.driver.host": driver_host,
         "spark.executor.memory": settings.get("SPARK_EXECUTOR_MEMORY", "512m"),
         "spark.cores.max": settings.get("SPARK_CORES_MAX", "1"),
-        "spark.binlog_cdc.staging_uri": rebase + settings["BINLOG_CDC_STAGING_URI"],
-        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.lake.warehouse": warehouse,
     }
     kind = settings.get("BINLOG_CDC_CATALOG_TYPE", "hadoop")
     if kind == "jdbc":
-        database = settings.get("BINLOG_CDC_CATALOG_DATABASE", "iceberg")
-        conf.update(
-            {
-                "spark.sql.catalog.lake.type": "jdbc",
-                "spark.sql.catalog.lake.uri": f"jdbc:postgresql://{endpoints.postgres}/{database}",
-                "spark.sql.catalog.lake.jdbc.user": endpoints.catalog_user
-                or settings.get("BINLOG_CDC_CATALOG_USER", "iceberg"),
-                "spark.sql.catalog.lake.jdbc.password": endpoints.catalog_password
-                or settings.get("BINLOG_CDC_CATALOG_PASSWORD", ""),
-                # the catalog runs in the driver: the JDBC driver on its class path
-                "spark.driver.extraClassPath": POSTGRES_JDBC_JAR,
-            }
-        )
-    elif kind == "hadoop":
-        conf["spark.sql.catalog.lake.type"] = "hadoop"
-    else:
+        conf["spark.driver.extraClassPath"] = POSTGRES_JDBC_JAR
+    elif kind != "hadoop":
         raise ValueError(f"BINLOG_CDC_CATALOG_TYPE must be jdbc or hadoop, not {kind!r}")
     return conf
 
 
+def airflow_env(
+    settings: dict[str, str],
+    mysql_uri: str,
+    zookeeper_uri: str,
+    spark_master: str,
+    postgres: str = "postgres:5432",
+    catalog_login: tuple[str, str] | None = None,
+    rebase: str = "",
+    catalog_database: str | None = None,
+) -> dict[str, str]:
+    """The environment of the Airflow worker for this topology (connections as ``AIRFLOW_CONN_*``;
+    holds passwords: never log it). ``rebase`` is prefixed to container paths; ``catalog_login``
+    (user, password) and ``catalog_database`` replace the settings' ones."""
+    warehouse = rebase + settings["BINLOG_CDC_WAREHOUSE"]
+    env = {
+        "AIRFLOW_CONN_MYSQL_DEFAULT": mysql_uri,
+        "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": zookeeper_uri,
+        "BINLOG_CDC_SPARK_MASTER": spark_master,
+        "BINLOG_CDC_WAREHOUSE": warehouse,
+        "BINLOG_CDC_STAGING_URI": rebase + settings["BINLOG_CDC_STAGING_URI"],
+    }
+    if settings.get("BINLOG_CDC_CATALOG_TYPE", "hadoop") == "jdbc":
+        user, password = catalog_login or (
+            settings.get("BINLOG_CDC_CATALOG_USER", "iceberg"),
+            settings.get("BINLOG_CDC_CATALOG_PASSWORD", ""),
+        )
+        database = catalog_database or settings.get("BINLOG_CDC_CATALOG_DATABASE", "iceberg")
+        env["AIRFLOW_CONN_" + CATALOG_CONN_ID.upper()] = (
+            f"postgres://{quote(user, safe='')}:{quote(password, safe='')}@{postgres}/{quote(database)}"
+            f"?warehouse={quote(warehouse, safe='')}"
+        )
+        env["BINLOG_CDC_CATALOG_CONN_ID"] = CATALOG_CONN_ID
+    return env
+
+
+def init_catalog(postgres: PostgresServer, settings: dict[str, str]) -> None:
+    """Create the catalog's role and database on ``postgres`` with the compose file's own script
+    (``docker/postgres/init-catalog.sh``, as the postgres image runs it on a new volume)."""
+    assert postgres.basedir is not None, "server not started"
+    env = {
+        **os.environ, **settings, "POSTGRES_USER": postgres.admin_user, "POSTGRES_DB": "postgres",
+        "PGHOST": str(postgres.basedir), "PGPORT": str(postgres.port),
+        "PATH": f"{POSTGRES_BIN}:{os.environ.get('PATH', '')}",
+    }  # fmt: skip
+    script = SETTINGS.parent / "postgres" / "init-catalog.sh"
+    out = subprocess.run(
+        ["sh", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    if out.returncode != 0:
+        raise ServiceStartError(f"{script} failed ({out.returncode}): {out.stderr.strip()[-1500:]}")
+
+
 def write_spark_defaults(conf: dict[str, str], conf_dir: Path) -> Path:
-    """Write ``conf`` as ``conf_dir/spark-defaults.conf`` (mode 0600: it may hold the catalog's
-    password); return the file."""
+    """Write ``conf`` as ``conf_dir/spark-defaults.conf`` (no secrets in it: the catalog's login is
+    in a connection); return the file."""
     conf_dir.mkdir(parents=True, exist_ok=True)
     path = conf_dir / "spark-defaults.conf"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.writelines(f"{k} {v}\n" for k, v in sorted(conf.items()))
+    path.write_text(spark_defaults_text(conf))
     return path
+
+
+def spark_defaults_text(conf: dict[str, str]) -> str:
+    """``conf`` in the format of ``spark-defaults.conf``, keys sorted, with a header naming its source."""
+    head = "# written by python -m airflow_provider_binlog.dev.topology spark-defaults (from topology.env)\n"
+    return head + "".join(f"{k} {v}\n" for k, v in sorted(conf.items()))
 
 
 @dataclass
@@ -295,8 +334,15 @@ class LocalTopology:
     """The compose topology as processes: MariaDB, ZooKeeper, PostgreSQL (JDBC catalog), a Spark
     master and a worker in its own mount namespace, the warehouse under ``workdir``.
 
+    Services given to the constructor are used as they are (and left running by :meth:`down`);
+    the others are started by :meth:`up`.
+
     :param settings: :func:`load_settings` of ``docker/topology.env``.
-    :param workdir: everything lives here (``warehouse``, ``spark``, ``conf``, ``airflow.env``).
+    :param workdir: everything lives here (``root/warehouse``, ``spark``, ``conf``, ``airflow.env``).
+    :param catalog_database: the JDBC catalog's database (default: the settings').
+    :param catalog_login: its (user, password) on a given ``postgres`` (default: the settings'; a
+        PostgreSQL started here gets them from the compose file's ``docker/postgres/init-catalog.sh``).
+    :param zk_chroot: the ZooKeeper chroot of the meta store.
     """
 
     settings: dict[str, str]
@@ -306,6 +352,10 @@ class LocalTopology:
     postgres: PostgresServer | None = None
     spark: SparkStandalone | None = None
     spark_conf: dict[str, str] = field(default_factory=dict, repr=False)
+    catalog_database: str | None = None
+    catalog_login: tuple[str, str] | None = field(default=None, repr=False)
+    zk_chroot: str = "/binlog-cdc"
+    _started: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def root(self) -> str:
@@ -320,54 +370,54 @@ class LocalTopology:
         try:
             warehouse = self.path(self.settings["BINLOG_CDC_WAREHOUSE"])
             warehouse.mkdir(parents=True, exist_ok=True)
-            self.mariadb = MariaDbServer().start()
-            self.zookeeper = ZooKeeperServer().start()
-            endpoints: dict[str, Any] = {}
-            if self.settings.get("BINLOG_CDC_CATALOG_TYPE", "hadoop") == "jdbc":
-                database = self.settings.get("BINLOG_CDC_CATALOG_DATABASE", "iceberg")
-                self.postgres = PostgresServer(database=database).start()
-                endpoints.update(
-                    postgres=f"{self.postgres.host}:{self.postgres.port}",
-                    catalog_user=self.postgres.user,
-                    catalog_password=self.postgres.password,
-                )
+            if self.mariadb is None:
+                self.mariadb = self._start(MariaDbServer())
+            if self.zookeeper is None:
+                self.zookeeper = self._start(ZooKeeperServer())
+            jdbc = self.settings.get("BINLOG_CDC_CATALOG_TYPE", "hadoop") == "jdbc"
+            if jdbc and self.postgres is None:
+                self.postgres = self._start(PostgresServer(database="topology"))
+                init_catalog(self.postgres, self.settings)
             self.spark = SparkStandalone(
                 self.workdir / "spark",
                 worker_cores=int(self.settings.get("SPARK_WORKER_CORES", "1")),
                 worker_memory=self.settings.get("SPARK_WORKER_MEMORY", "1g"),
                 isolate_worker=True,
                 shared=(str(warehouse),),
-            ).start()
-            self.spark_conf = spark_defaults(
-                self.settings, Endpoints(spark_master=self.spark.url, **endpoints), rebase=self.root
             )
-            self.spark_conf.update(LOOPBACK_DRIVER)
+            self._start(self.spark)
+            self.spark_conf = {
+                **spark_defaults(self.settings, self.spark.url, "127.0.0.1"),
+                **LOOPBACK_DRIVER,
+            }
         except BaseException:
             self.down()
             raise
         return self
 
+    def _start(self, service: Any) -> Any:
+        self._started.append(service)
+        return service.start()
+
     def airflow_env(self) -> dict[str, str]:
-        """The environment of ``airflow`` commands on this machine for the topology (holds passwords:
-        write it to a file, never to a log)."""
+        """The environment of ``airflow`` commands on this machine for the topology, ``SPARK_CONF_DIR``
+        included (holds passwords: write it to a file, never to a log)."""
         assert self.mariadb is not None and self.zookeeper is not None and self.spark is not None
         conf_dir = self.workdir / "conf"
         write_spark_defaults(self.spark_conf, conf_dir)
-        return {
-            "AIRFLOW_CONN_MYSQL_DEFAULT": self.mariadb.airflow_uri(),
-            "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": self.zookeeper.airflow_uri("/binlog-cdc"),
-            "BINLOG_CDC_SPARK_MASTER": self.spark.url,
-            "BINLOG_CDC_WAREHOUSE": str(self.path(self.settings["BINLOG_CDC_WAREHOUSE"])),
-            "BINLOG_CDC_STAGING_URI": str(self.path(self.settings["BINLOG_CDC_STAGING_URI"])),
-            "SPARK_CONF_DIR": str(conf_dir),
-        }
+        pg = self.postgres
+        env = airflow_env(
+            self.settings, self.mariadb.airflow_uri(), self.zookeeper.airflow_uri(self.zk_chroot),
+            self.spark.url, postgres=f"{pg.host}:{pg.port}" if pg else "",
+            catalog_login=self.catalog_login, rebase=self.root,
+            catalog_database=self.catalog_database,
+        )  # fmt: skip
+        return {**env, "SPARK_CONF_DIR": str(conf_dir)}
 
     def down(self) -> None:
-        """Stop everything (idempotent)."""
-        for service in (self.spark, self.postgres, self.zookeeper, self.mariadb):
-            if service is not None:
-                service.stop()
-        self.spark = self.postgres = self.zookeeper = self.mariadb = None
+        """Stop what :meth:`up` started, newest first (idempotent)."""
+        while self._started:
+            self._started.pop().stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -376,13 +426,13 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the topology as processes until interrupted")
     up.add_argument("--settings", default=str(SETTINGS))
     up.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
-    sd = sub.add_parser("spark-defaults", help="write $SPARK_CONF_DIR/spark-defaults.conf (containers)")
-    sd.add_argument("--settings", default=os.environ.get("BINLOG_CDC_TOPOLOGY", str(SETTINGS)))
-    sd.add_argument("--conf-dir", default=os.environ.get("SPARK_CONF_DIR", "/opt/spark-conf"))
+    sd = sub.add_parser("spark-defaults", help="write docker/spark/spark-defaults.conf for the containers")
+    sd.add_argument("--settings", default=str(SETTINGS))
+    sd.add_argument("--conf-dir", default=str(SETTINGS.parent / "spark"))
     args = ap.parse_args(argv)
     settings = load_settings(args.settings)
     if args.command == "spark-defaults":
-        path = write_spark_defaults(spark_defaults(settings, Endpoints()), Path(args.conf_dir))
+        path = write_spark_defaults(spark_defaults(settings), Path(args.conf_dir))
         print(f"wrote {path}")
         return 0
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="binlog-cdc-topology-"))
