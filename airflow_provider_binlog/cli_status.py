@@ -10,10 +10,11 @@ already gone::
     binlog-cdc status --host db --user repl --password-env DB_PASSWORD \\
         --destination shop --zookeeper zk1:2181/binlog-cdc [--json]
 
-It writes nothing and waits for nobody (``--running-timeout`` is not used). Every connection is
-bounded by ``--timeout``. The source user needs REPLICATION CLIENT and REPLICATION SLAVE (the file
-times come from short dumps). Exit status: 0, or 3 when a warning was printed (1: the status could
-not be read).
+It writes nothing and waits for nobody (``--running-timeout`` is not used). Every wait is bounded:
+connecting to the source or ZooKeeper and ZooKeeper's answers by ``--timeout`` (ZooKeeper's retries
+by twice that), the source's answers within 30 s. The source user needs REPLICATION CLIENT and
+REPLICATION SLAVE (the file times come from short dumps). Exit status: 0, or 3 when a warning was
+printed (1: the status could not be read).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     p.add_argument(
         "--timeout", type=float, default=10.0,
-        help="seconds to wait for each connection and answer of the source and ZooKeeper (default 10)",
+        help="seconds to wait for a connection to the source or ZooKeeper and for ZooKeeper's answers "
+        "(default 10)",
     )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.set_defaults(func=run_status)

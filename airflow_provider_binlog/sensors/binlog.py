@@ -45,7 +45,7 @@ class BinlogEventSensor(BaseSensorOperator):
     :param retention_headroom: as the operator's: at the first poke (once per sensor run, before
         it defers), warn when the cursor's binlog file may be purged by the server's retention
         within this fraction of the retention; the headroom also goes to the
-        ``binlog_cdc.retention_headroom_seconds`` gauge (:mod:`...metrics`).
+        ``binlog_cdc.retention_headroom_seconds`` gauge (:mod:`airflow_provider_binlog.metrics`).
     """
 
     template_fields: Sequence[str] = ("destination", "tables", "start_from", "exclude")

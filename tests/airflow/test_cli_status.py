@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 from airflow_harness import Shop, make_context, meta_manager
 
 from airflow_provider_binlog import cli
 from airflow_provider_binlog.canal.ha import RunningNode
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer, free_port
 from airflow_provider_binlog.metrics import headroom_name
 from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
 
@@ -207,6 +208,29 @@ def test_status_of_a_destination_that_never_ran(
     assert status["lag"] == {"bytes": None, "files": None, "seconds": None, "unread_since": None}
 
 
+def test_status_fails_bounded_and_names_what(
+    mariadb: MariaDbServer, zookeeper: ZooKeeperServer, zk_chroot: str, password: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A source nobody listens on, a ZooKeeper nobody listens on, a headroom out of range: exit 1,
+    a message naming it, within the bound."""
+    common = ["status", "--user", mariadb.repl_user, "--password-env", "STATUS_PASSWORD",
+              "--destination", "d", "--timeout", "3"]  # fmt: skip
+    zk = ["--zookeeper", zookeeper.hosts + zk_chroot]
+    started = time.monotonic()
+    assert cli.main([*common, "--host", "127.0.0.1", "--port", str(free_port()), *zk]) == 1
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "binlog-cdc status: error:" in err and "127.0.0.1" in err and mariadb.repl_password not in err
+    started = time.monotonic()
+    dead_zk = ["--zookeeper", f"127.0.0.1:{free_port()}"]
+    assert cli.main([*common, "--host", mariadb.host, "--port", str(mariadb.port), *dead_zk]) == 1
+    assert time.monotonic() - started < 30
+    assert "cannot reach ZooKeeper" in capsys.readouterr().err
+    bad = [*common, "--host", mariadb.host, "--port", str(mariadb.port), *zk, "--headroom", "2"]
+    assert cli.main(bad) == 1 and "--headroom is a fraction" in capsys.readouterr().err
+
+
 def test_sensor_warns_once_and_status_warns_then_reports_the_purge(
     shop: Shop, conns: dict[str, str], mariadb: MariaDbServer, zookeeper: ZooKeeperServer,
     zk_chroot: str, expire: Any, statsd: StatsdListener, password: None,
@@ -235,6 +259,27 @@ def test_sensor_warns_once_and_status_warns_then_reports_the_purge(
     ]  # fmt: skip
     assert len(warned) == 1 and "past the retention" in warned[0], warned
     assert statsd.gauge(headroom_name(dest)) < 0, statsd.lines
+
+    def warnings_of(destination: str) -> list[str]:
+        return [
+            r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and r.getMessage().startswith(f"destination {destination}: ")
+        ]  # fmt: skip
+
+    deferred = f"defer-{uuid.uuid4().hex[:8]}"  # deferrable: checked at the poke before it defers
+    with caplog.at_level(logging.INFO), pytest.raises(TaskDeferred):
+        BinlogEventSensor(
+            task_id="wait", destination=deferred, tables=["shop.*"], start_from=shop.start_from,
+            min_changes=10**6, deferrable=True,
+        ).execute(make_context())  # fmt: skip
+    assert len(warnings_of(deferred)) == 1 and "past the retention" in warnings_of(deferred)[0]
+    rescheduled = f"resched-{uuid.uuid4().hex[:8]}"  # a reschedule's poke is not the sensor's first
+    with caplog.at_level(logging.INFO):
+        BinlogEventSensor(
+            task_id="wait", destination=rescheduled, tables=["shop.*"], start_from=shop.start_from,
+            min_changes=10**6, mode="reschedule",
+        ).poke({**make_context(), "task_reschedule_count": 1})  # fmt: skip
+    assert warnings_of(rescheduled) == []
 
     code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys)
     assert code == 3, out
