@@ -3,7 +3,8 @@
 The run itself (running node, snapshot, stop point, reconciliation, the exactly-once loop, the
 run record) is :class:`~airflow_provider_binlog.drain.run.Drain`; this operator turns its
 parameters and connections into the drain's configuration, takes the stop point from the task
-context, declares the target tables as assets, returns the drain's summary as XCom and releases
+context, declares the target tables as assets (an event for each table a run committed to:
+:mod:`.assets`), returns the drain's summary as XCom and releases
 the destination in :meth:`~BinlogToSparkOperator.on_kill`.
 
 Exactly once: the cursor moves only after Spark committed; the lake remembers, per table and
@@ -17,10 +18,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import BaseOperator
 
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES
 from airflow_provider_binlog.drain.source import CASCADE_MODES
+from airflow_provider_binlog.operators.assets import emit_events, lake_outlets
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -30,16 +32,6 @@ if TYPE_CHECKING:
 
 SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
 STAGING_URI_ENV = "BINLOG_CDC_STAGING_URI"
-
-
-def target_asset(target: str, source: str) -> Asset | None:
-    """``lake.shop.orders`` -> ``Asset("iceberg://lake/shop/orders")`` (``None`` for templated targets);
-    a target that is no valid table name fails here, when the DAG is parsed."""
-    if "{" in target:
-        return None
-    from airflow_provider_binlog.lake.sql import check_target
-
-    return Asset(uri="iceberg://" + "/".join(check_target(target, source)))
 
 
 class BinlogToSparkOperator(BaseOperator):
@@ -157,9 +149,10 @@ class BinlogToSparkOperator(BaseOperator):
         staging_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if "outlets" not in kwargs and isinstance(tables, Mapping):
-            kwargs["outlets"] = [a for a in (target_asset(t, s) for s, t in tables.items()) if a is not None]
+        declare = "outlets" not in kwargs
         super().__init__(**kwargs)
+        if declare:  # the lake tables and the alias (see .assets); bad target names fail here
+            self.outlets = lake_outlets(tables, self.dag_id, self.task_id)
         self.destination = destination
         self.tables = tables
         self.mysql_conn_id = mysql_conn_id
@@ -305,12 +298,24 @@ class BinlogToSparkOperator(BaseOperator):
             )  # fmt: skip
             try:
                 summary = self._lineage_summary = drain.run(stop_at)
+                self._asset_events(context, summary)
                 return summary
             finally:  # the run start's retention headroom as a gauge, the run failed or not
                 emit_headroom(self.destination, drain.retention)
         finally:
             self._instance = None
             hook.close()
+
+    def _asset_events(self, context: Context, summary: dict[str, Any]) -> None:
+        """An asset event per lake table the run committed to, none for the others (:mod:`.assets`)."""
+        events = context.get("outlet_events")
+        if events is None:  # execute() called outside Airflow's task runner
+            return
+        self.outlets, missed = emit_events(list(self.outlets), events, summary)
+        if missed:
+            self.log.warning(
+                "no asset event for %s: the task's outlets hold neither their assets nor an alias", missed
+            )
 
     def on_kill(self) -> None:
         """Release the running node without acking anything."""
