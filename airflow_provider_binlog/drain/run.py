@@ -36,8 +36,8 @@ from airflow_provider_binlog.drain.source import (
     CascadeError,
     Retention,
     cascades,
+    check_retention,
     known_routes,
-    retention_headroom,
     stop_point,
 )
 
@@ -306,20 +306,10 @@ class Drain:
         configured headroom); a failed check is reported and does not stop the run."""
         if point.position is None:
             return None
-        try:
-            retention = retention_headroom(
-                self.instance.client, self.connect, self.destination, point.position.file,
-                self.settings.retention_headroom,
-            )  # fmt: skip
-        except Exception as exc:
-            self.report(
-                logging.WARNING,
-                f"destination {self.destination}: cannot check the binlog retention: "
-                f"{type(exc).__name__}: {exc}",
-            )
-            return None
-        self.report(logging.WARNING if retention.warn else logging.INFO, retention.describe())
-        return retention
+        return check_retention(
+            self.instance.client, self.connect, self.destination, point.position.file,
+            self.settings.retention_headroom, self.report,
+        )  # fmt: skip
 
     def _resnapshot(self, exc: Any) -> Any:
         """Re-snapshot the table of a :class:`~..canal.operations.ResnapshotNeeded` (on the loop's
