@@ -79,21 +79,23 @@ _REPLICA = ("REPLICATION SLAVE", "REPLICATION REPLICA")
 _CLIENT = ("REPLICATION CLIENT", "BINLOG MONITOR")
 
 
-def grant_privileges(rows: list[str]) -> tuple[set[str], set[str]]:
-    """The privileges of ``SHOW GRANTS`` rows: (global ones, those on any object), upper case, with
-    ``ALL PRIVILEGES`` kept as such."""
+def grant_privileges(rows: list[str]) -> tuple[set[str], set[str], bool]:
+    """The privileges of ``SHOW GRANTS`` rows: (global ones, those on any object, whether roles are
+    granted too), upper case, with ``ALL PRIVILEGES`` kept as such."""
     on_all: set[str] = set()
     anywhere: set[str] = set()
+    roles = False
     for row in rows:
         m = _GRANT.match(row.strip())
         if m is None:
+            roles = roles or bool(re.match(r"^GRANT\s", row.strip(), re.IGNORECASE))
             continue
         # column lists (``SELECT (a, b)``) hold commas: drop them before splitting
         privs = {p.strip().upper() for p in re.sub(r"\([^)]*\)", "", m["privs"]).split(",") if p.strip()}
         anywhere |= privs
         if m["on"] == "*.*":
             on_all |= privs
-    return on_all, anywhere
+    return on_all, anywhere, roles
 
 
 def source_problems(cur: Any, configured_server_id: int | None) -> list[str]:
@@ -132,7 +134,9 @@ def source_problems(cur: Any, configured_server_id: int | None) -> list[str]:
         )
     user, _, host = str(current).partition("@")
     cur.execute("SHOW GRANTS")
-    on_all, anywhere = grant_privileges([str(r[0]) for r in cur.fetchall()])
+    on_all, anywhere, roles = grant_privileges([str(r[0]) for r in cur.fetchall()])
+    # privileges of roles granted to the user (MySQL 8 lists only the role) are not looked into
+    via_roles = " (unless a role granted to the user holds it: privileges of roles are not checked here)"
     if "ALL PRIVILEGES" not in on_all:
         missing = []
         if not on_all.intersection(_REPLICA):
@@ -143,11 +147,13 @@ def source_problems(cur: Any, configured_server_id: int | None) -> list[str]:
             problems.append(
                 f"user {user!r} lacks {' and '.join(missing)} (MariaDB 10.5+ shows REPLICATION CLIENT as "
                 f"BINLOG MONITOR): GRANT {', '.join(missing)} ON *.* TO '{user}'@'{host}'"
+                + (via_roles if roles else "")
             )
         if not anywhere.intersection(("SELECT", "ALL PRIVILEGES")):
             problems.append(
                 f"user {user!r} lacks SELECT (table definitions and snapshots read the source tables): "
                 f"GRANT SELECT ON schema.* TO '{user}'@'{host}' for each source schema"
+                + (via_roles if roles else "")
             )
     return problems
 

@@ -201,6 +201,11 @@ class _Cursor:
             ["lacks REPLICATION SLAVE (MariaDB 10.5+ shows REPLICATION CLIENT as BINLOG MONITOR): "
              "GRANT REPLICATION SLAVE ON *.* TO 'cdc'@'10.0.0.%'"],
         ),
+        (  # privileges may come through a role: said, not judged
+            (1, "ROW", "FULL", 1, "cdc@%"),
+            ["GRANT USAGE ON *.* TO `cdc`@`%`", "GRANT `cdc_role` TO `cdc`@`%`"],
+            ["lacks REPLICATION SLAVE and REPLICATION CLIENT", "lacks SELECT"],
+        ),
         (
             (1, "ROW", "FULL", 1, "cdc@%"),
             ["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
@@ -214,6 +219,8 @@ def test_source_problems_messages(variables: tuple[Any, ...], grants: list[str],
     assert len(problems) == len(expected), problems
     for problem, part in zip(problems, expected, strict=True):
         assert part in problem, (part, problem)
+        roles = any(" TO " in g and " ON " not in g for g in grants)
+        assert ("privileges of roles are not checked" in problem) == roles, problem
 
 
 def test_reprs_hold_no_secret(
