@@ -9,8 +9,10 @@ Off unless ``BINLOG_CDC_FAILPOINTS`` is set to rules, comma-separated, each ``na
   ``after_ack`` is certain to be killed while it works.
 
 Actions: ``kill`` (SIGKILL this process: a crash with no cleanup), ``raise`` (raise
-:class:`InjectedFault`) and ``stop`` (SIGSTOP this process after a line starting with
-:data:`STOP_MARK` on stderr: a harness does something meanwhile, then sends SIGCONT). A kill first
+:class:`InjectedFault`) and ``pause`` (the hitting thread writes a line starting with
+:data:`PAUSE_MARK` to stderr and waits until the file :func:`continue_file` of this process exists,
+at most the rule's delay or 600 s: a harness does something meanwhile, then creates the file; the
+process's other threads, e.g. its ZooKeeper session, go on). A kill first
 writes one line starting with :data:`KILL_MARK` to stderr,
 naming where it landed, so a harness can tell a planned kill from any other death. Hits are
 counted per name (for names that have a rule) across every thread of the process.
@@ -27,14 +29,17 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from airflow_provider_binlog.errors import BinlogCdcError
 
 ENV = "BINLOG_CDC_FAILPOINTS"
 KILL_MARK = "failpoint kill: "
-STOP_MARK = "failpoint stop: "
+PAUSE_MARK = "failpoint pause: "
 
 _lock = threading.Lock()
 _hits: dict[str, int] = {}
@@ -72,8 +77,8 @@ def parse(spec: str) -> dict[str, Rule]:
         delay = float(delay_text) if plus else None
         if nth < 1 or (delay is not None and not delay >= 0):
             raise ValueError(f"failpoint rule {item!r}: the hit counts from 1, a delay is >= 0")
-        if delay is not None and action != "kill":
-            raise ValueError(f"failpoint rule {item!r}: a delay needs the kill action")
+        if delay is not None and action not in ("kill", "pause"):
+            raise ValueError(f"failpoint rule {item!r}: a delay needs the kill or pause action")
         out[name.strip()] = Rule(action, nth, delay)
     return out
 
@@ -81,6 +86,20 @@ def parse(spec: str) -> dict[str, Rule]:
 def _kill(where: str) -> None:
     os.write(2, f"\n{KILL_MARK}{where}\n".encode())  # unbuffered: SIGKILL leaves no flush
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def continue_file(pid: int) -> Path:
+    """The file whose creation ends a ``pause`` of process ``pid``."""
+    return Path(tempfile.gettempdir()) / f"binlog-cdc-failpoint-continue-{pid}"
+
+
+def _pause(where: str, bound: float | None) -> None:
+    release = continue_file(os.getpid())
+    os.write(2, f"\n{PAUSE_MARK}{where} pid={os.getpid()} until {release} exists\n".encode())
+    deadline = time.monotonic() + (600.0 if bound is None else bound)
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    release.unlink(missing_ok=True)
 
 
 def failpoint(name: str) -> None:
@@ -102,9 +121,8 @@ def failpoint(name: str) -> None:
         return
     if rule.action == "kill":
         _kill(f"{name}@{hit} ({rule})")
-    if rule.action == "stop":
-        os.write(2, f"\n{STOP_MARK}{name}@{hit} ({rule}) pid={os.getpid()}\n".encode())
-        os.kill(os.getpid(), signal.SIGSTOP)
+    if rule.action == "pause":
+        _pause(f"{name}@{hit} ({rule})", rule.delay)
         return
     raise InjectedFault(f"failpoint {name} ({rule})")
 

@@ -73,9 +73,31 @@ def create_table(
     """
     namespace = merge_sql.create_namespace_sql(parts)
     if namespace is not None:
-        spark.sql(namespace)
+        _created_by_someone(spark, namespace, f"DESCRIBE NAMESPACE {quote_parts(parts[:-1])}")
     props = new_table_properties(write_mode, table_properties)
-    spark.sql(merge_sql.create_table_sql(quote_parts(parts), columns, partition_by, props))
+    table = quote_parts(parts)
+    create = merge_sql.create_table_sql(table, columns, partition_by, props)
+    _created_by_someone(spark, create, f"DESCRIBE TABLE {table}")
+
+
+def _duplicate(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(w in text for w in ("duplicate key", "already exists", "AlreadyExists", "unique constraint"))
+
+
+def _created_by_someone(spark: SparkSession, create: str, describe: str) -> None:
+    """Run ``create`` (a ``CREATE ... IF NOT EXISTS``); when it fails because another writer (another
+    process, or a target beside this one) created the same thing at the same moment, which a JDBC
+    catalog reports as a duplicate key rather than "already exists", carry on if ``describe`` finds it."""
+    try:
+        spark.sql(create)
+    except Exception as exc:
+        try:
+            spark.sql(describe)
+        except Exception:
+            raise exc from None
+        if not _duplicate(exc):
+            raise
 
 
 def evolve_table(spark: SparkSession, target: str, display: str, columns: Sequence[LakeColumn]) -> None:

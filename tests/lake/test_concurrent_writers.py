@@ -2,8 +2,8 @@
 own (:mod:`concurrent_writer`), committing at the same time into one namespace, and into one table
 (disjoint keys), round after round. Real PostgreSQL, Spark and Iceberg.
 
-The conflict is made certain once: writer A stops (failpoint ``lake_commit=stop``, SIGSTOP) between
-reading the table and its MERGE, writer B commits to the table meanwhile, then A continues: its MERGE
+The conflict is made certain once: writer A pauses (failpoint ``lake_commit=pause``) between reading
+the table and its MERGE, writer B commits to the table meanwhile, then A continues: its MERGE
 fails validation for real and is retried (A's log says so). The other rounds run both writers at once.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -83,24 +82,23 @@ class Writer:
         result: dict[str, Any] = json.loads(self.expect("DONE"))
         return result
 
-    def wait_stopped(self, timeout: float = WAIT) -> None:
-        """Until the process stopped itself at its failpoint (SIGSTOP: state ``T``)."""
+    def wait_paused(self, timeout: float = WAIT) -> None:
+        """Until the process paused at its failpoint."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            state = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state == "T" and faults.STOP_MARK in self.log.read_text(errors="replace"):
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if faults.PAUSE_MARK in self.log.read_text(errors="replace"):
                 return
-            if self.proc.poll() is not None:
-                break
             time.sleep(0.2)
-        raise AssertionError(f"writer {self.name} did not stop at its failpoint:\n{self.tail()}")
+        raise AssertionError(f"writer {self.name} did not pause at its failpoint:\n{self.tail()}")
+
+    def resume(self) -> None:
+        faults.continue_file(self.proc.pid).touch()
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
             try:
                 self.send("quit")
                 self.proc.wait(60)
@@ -194,12 +192,12 @@ def test_two_destinations_into_one_namespace_at_the_same_time(
 def test_two_writers_on_disjoint_keys_of_one_table_retry_their_conflicts(
     spark: Any, catalog: dict[str, str], tmp_path: Path
 ) -> None:
-    """Writer A stops before its second commit, B commits, A continues: A's MERGE conflicts and is
+    """Writer A pauses before its second commit, B commits, A continues: A's MERGE conflicts and is
     retried. Then both write at once for several rounds. The table ends with exactly both writers'
     rows (no key lost or doubled) and each destination's mark at its last round."""
     target = catalog["catalog"] + ".shop.t"
     # A's commits: round 0 is its first, round 1 its second
-    writers = _writers(catalog, {"a": target, "b": target}, tmp_path, a="lake_commit=stop@2")
+    writers = _writers(catalog, {"a": target, "b": target}, tmp_path, a="lake_commit=pause@2")
     a, b = writers
     models = [Model(0), Model(100_000)]
     rounds = 6
@@ -209,10 +207,10 @@ def test_two_writers_on_disjoint_keys_of_one_table_retry_their_conflicts(
         b.send({"round": 0, "ops": models[1].round(0)})
         b.done()
         a.send({"round": 1, "ops": models[0].round(1)})
-        a.wait_stopped()  # A read the table and stands before its MERGE
+        a.wait_paused()  # A read the table and stands before its MERGE
         b.send({"round": 1, "ops": models[1].round(1)})
         assert b.done()["counts"]["commits"] == 1
-        os.kill(a.proc.pid, signal.SIGCONT)
+        a.resume()
         result = a.done()
         assert result["retried"] >= 1 and result["counts"]["commits"] == 1
         assert "commit conflict on" in a.log.read_text(), a.tail()
