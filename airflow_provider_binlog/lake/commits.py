@@ -9,6 +9,12 @@ Every commit the merge makes carries these snapshot summary properties:
 ``binlog-cdc.position``         ``file:pos`` of the event holding that entry
 ``binlog-cdc.end-position``     the batch's end position (set on the commit that completes a batch)
 ``binlog-cdc.gtid``             GTID of the last entry's transaction, when known
+``binlog-cdc.interval-*``       a run for an interval (``stop_at`` a timestamp or
+                                ``data_interval_end``): ``interval-start``/``interval-end`` (``file:pos``
+                                after the last transaction before each end), ``-gtid`` (the GTID
+                                position there), ``-time`` (that transaction's commit time, ISO) and
+                                ``interval-until`` (the instant the interval ends); on every commit of
+                                the run (:func:`run_properties`, see :mod:`..drain.interval`)
 ==============================  ====================================================================
 
 The committed mark of a table for a destination is read from the newest snapshot among the current
@@ -28,7 +34,9 @@ UPDATE or overwrite whose rows another writer changed after it read the table fa
 catalog that lost its connection mid-commit cannot say whether the commit landed
 (``CommitStateUnknownException``). :func:`commit` then reads the table's newest snapshot of the
 destination again: one carrying exactly the statement's properties means it landed (not run again);
-otherwise it refreshes the table and runs the statement again, with the same properties, up to
+so does a mark past it (a consumer that took the destination over while this one was cut off
+applied it: running it again would put older row images over newer ones); otherwise it refreshes
+the table and runs the statement again, with the same properties, up to
 :attr:`CommitRetry.attempts` times with exponential backoff. A conflict past that raises
 :class:`CommitConflictError` naming the table and the changes' ``file:pos`` range; the cursor
 stays before them. Failpoint ``lake_commit``: before each attempt.
@@ -65,6 +73,22 @@ END_POSITION = PREFIX + "end-position"
 GTID = PREFIX + "gtid"
 
 log = logging.getLogger(__name__)
+
+_RUN_PROPERTIES: dict[str, dict[str, str]] = {}  # destination -> properties of its run's commits
+_RUN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def run_properties(destination: str, properties: Mapping[str, str]) -> Iterator[None]:
+    """Inside the block, every mark of ``destination`` (:func:`mark_properties`) also carries
+    ``properties`` (names under :data:`PREFIX`; the mark's own keys win)."""
+    with _RUN_LOCK:
+        _RUN_PROPERTIES[destination] = dict(properties)
+    try:
+        yield
+    finally:
+        with _RUN_LOCK:
+            _RUN_PROPERTIES.pop(destination, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +132,9 @@ def mark_properties(
     gtid: str | None,
 ) -> dict[str, str]:
     """The snapshot properties of one commit."""
-    props = {DESTINATION: destination, ORDER_KEY: format_order_key(order_key)}
+    with _RUN_LOCK:
+        extra = _RUN_PROPERTIES.get(destination, {})
+    props = {**extra, DESTINATION: destination, ORDER_KEY: format_order_key(order_key)}
     if position is not None:
         props[POSITION] = str(position)
     if end_position is not None:
@@ -315,16 +341,26 @@ def conflict_class(exc: BaseException) -> str | None:
 
 
 def landed(table: Any, properties: Mapping[str, str], max_depth: int = 10_000) -> bool:
-    """Whether the table's newest snapshot of ``properties``' destination carries exactly
-    ``properties`` (the commit that raised landed after all). The table is refreshed first."""
+    """Whether the table holds the commit of ``properties`` already: the newest snapshot of their
+    destination carries exactly ``properties`` (the commit that raised landed after all), or, for
+    a commit that is no re-snapshot swap, a mark at or past theirs (a consumer that took the
+    destination over while this one was cut off applied it). The table is refreshed first."""
     destination = properties.get(DESTINATION)
+    key = properties.get(ORDER_KEY)
+    swap = any(k.startswith(PREFIX + "resnapshot") for k in properties)
     table.refresh()
     snap = table.currentSnapshot()
     depth = 0
     while snap is not None and depth < max_depth:
         summary = snap.summary()
         if summary.get(DESTINATION) == destination and summary.get(ORDER_KEY):
-            return all(summary.get(k) == v for k, v in properties.items())
+            if all(summary.get(k) == v for k, v in properties.items()):
+                return True
+            return (
+                not swap
+                and key is not None
+                and parse_order_key(summary.get(ORDER_KEY)) >= parse_order_key(key)
+            )
         parent = snap.parentId()
         snap = table.snapshot(parent) if parent is not None else None
         depth += 1

@@ -121,6 +121,26 @@ def test_another_destinations_newer_commit_is_not_taken_for_ours(table: _Table) 
     assert len(runs) == 2
 
 
+def test_a_conflict_whose_changes_a_newer_mark_covers_is_not_run_again(table: _Table) -> None:
+    """Another consumer of the destination (this one was cut off) committed past this statement:
+    running it again would put older images over newer ones."""
+    runs: list[int] = []
+
+    def statement() -> None:
+        runs.append(1)
+        table.current = _Snapshot(commits.mark_properties("dest", OrderKey(1, 41, -1, 0), None, None, None))
+        raise _JavaError(VALIDATION)
+
+    assert commits.commit(_Spark(), "t", PROPS, statement) is False  # type: ignore[arg-type]
+    assert runs == [1]
+    swap = dict(PROPS, **{commits.PREFIX + "resnapshot": "0123456789ab"})  # a swap: only its own commit
+    runs.clear()
+    once = commits.CommitRetry(attempts=2, wait=0)
+    with pytest.raises(commits.CommitConflictError):
+        commits.commit(_Spark(), "t", swap, statement, retry=once)  # type: ignore[arg-type]
+    assert runs == [1, 1]
+
+
 def test_other_errors_are_not_retried(table: _Table) -> None:
     runs: list[int] = []
 
