@@ -601,11 +601,17 @@ class DeleteRows:
     :param columns: the columns ``where`` compares (as the lake table holds them).
     :param where: the predicate; values are in the decoder's contract (``int``, ``date``, ``datetime``).
     :param partitions: the partitions' names (for logs).
+    :param source: the source table, ``schema.table`` (for errors).
+    :param ambiguous: indexes of DATE/DATETIME columns: the decoder gives NULL for zero, partial and
+        invalid dates (``2024-05-00``), which MySQL places by their value, so a lake row with NULL
+        there may belong to any partition; the lake stops (naming the remedy) when it holds one.
     """
 
     columns: tuple[ColumnDef, ...]
     where: Pred
     partitions: tuple[str, ...] = ()
+    source: str = ""
+    ambiguous: tuple[int, ...] = ()
 
 
 class NotExact(Exception):
@@ -721,7 +727,8 @@ def partition_rows(
                     raise NotExact(f"a value of partition {d.name!r} has {len(value)} columns, not {width}")
                 alts.append(_and(*(Equal(j, bound_value(lit, cols[j])) for j, lit in enumerate(value))))
             items.append(_or(*alts))
-    return DeleteRows(tuple(cols), _or(*items), tuple(names))
+    dates = tuple(i for i, c in enumerate(cols) if c.type in _DATE_TYPES | _DATETIME_TYPES)
+    return DeleteRows(tuple(cols), _or(*items), tuple(names), schema.qualified_name, dates)
 
 
 def _range_bound(lits: Sequence[Literal], cols: Sequence[ColumnDef]) -> list[Any]:

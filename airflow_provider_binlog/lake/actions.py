@@ -226,6 +226,7 @@ class DdlActions:
         """Delete (or, with soft deletes, mark deleted) the rows of the partitions; the same table
         when run again."""
         where = predicate_sql(action, opts, target)
+        self._check_dates(target, action, opts)
         if opts.soft_delete:
             deleted = quote(DELETED_COLUMN)
             self.spark.sql(
@@ -233,6 +234,25 @@ class DdlActions:
             )
         else:
             self.spark.sql(f"DELETE FROM {target} WHERE {where}")
+
+    def _check_dates(self, target: str, action: partitions.DeleteRows, opts: TargetOptions) -> None:
+        """Stop when a DATE/DATETIME partitioning column is NULL in a lake row: a zero, partial or
+        invalid source date (NULL in the lake) lies in a partition this cannot tell."""
+        for i in action.ambiguous:
+            name = action.columns[i].name
+            live = f" AND {quote(DELETED_COLUMN)} IS DISTINCT FROM true" if opts.soft_delete else ""
+            rows = self.spark.sql(
+                f"SELECT 1 FROM {target} WHERE {quote(name)} IS NULL{live} LIMIT 1"
+            ).collect()
+            if rows:
+                raise LakeError(
+                    f"{action.source} (lake table {target}): a TRUNCATE/DROP PARTITION of "
+                    f"{', '.join(action.partitions)} cannot be applied by the partitions' bounds: lake rows "
+                    f"have NULL in the partitioning column {name!r} (NULL, or a zero, partial or invalid "
+                    "date, which MySQL places by its value), so their partition is not known. Remedy: "
+                    'on_schema_change={"partition": "resnapshot"} (the run re-snapshots the table at the '
+                    "statement), or binlog-cdc resnapshot --table " + action.source
+                )
 
     def _reshape(self, target: str, columns: list[LakeColumn], opts: TargetOptions) -> None:
         """Make the (emptied) table's columns ``columns`` plus the option columns."""

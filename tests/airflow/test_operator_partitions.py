@@ -162,3 +162,25 @@ def test_hash_truncate_and_exchange_resnapshot_exactly(harness: Harness) -> None
         h.assert_equal(t)
     _, x = h.source("x")
     assert sorted(x) == [1, 9], sorted(x)
+
+
+def test_a_partial_date_in_the_partitioning_column_stops_then_the_remedy(harness: Harness) -> None:
+    """A partial date (``2024-05-00``) is NULL in the lake but lies in a middle RANGE partition in
+    MariaDB: the lake cannot tell its partition, so the run stops naming the remedy, which works."""
+    h, db = harness, harness.db
+    h.sql(
+        "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",  # no NO_ZERO_IN_DATE: partial dates are taken
+        f"CREATE TABLE {db}.d (id INT, d DATE, PRIMARY KEY (id, d)) PARTITION BY RANGE COLUMNS (d) ("
+        "PARTITION p0 VALUES LESS THAN ('2024-01-01'), PARTITION p1 VALUES LESS THAN (MAXVALUE))",
+        f"INSERT INTO {db}.d VALUES (1, '2023-01-01'), (2, '2024-05-00'), (3, '2024-06-01')",
+    )
+    h.run()
+    h.sql(f"ALTER TABLE {db}.d TRUNCATE PARTITION p1")
+    with pytest.raises(Exception, match="partial or invalid") as stopped:
+        h.run()
+    assert 'on_schema_change={"partition": "resnapshot"}' in str(stopped.value), str(stopped.value)
+    summary = h.run(on_schema_change={"partition": "resnapshot"})
+    assert _resnapshotted(summary) == [f"{db}.d"], summary.get("resnapshots")
+    _, source = h.source("d")
+    _, lake = h.lake("d")
+    assert sorted(source) == sorted(lake) == [1], (sorted(source), sorted(lake))

@@ -67,6 +67,9 @@ def test_range_columns_on_two_columns_with_maxvalue() -> None:
     assert _rows(ts, ["p0"], values) == [(before, 99), (day, None), (day, 4), (None, 7)]
     assert _rows(ts, ["p1"], values) == [(day, 5), (day, 10**9)]
     assert _rows(ts, ["p2"], values) == [(after, -1)]
+    # a NULL DATE in the lake may be a partial date placed by its value: the lake checks for them
+    assert P.partition_rows(P.partitioning_of(ts), ["p2"], ts).ambiguous == (0,)
+    assert P.partition_rows(P.partitioning_of(_schema(RANGE, V)), ["p0"], _schema(RANGE, V)).ambiguous == ()
 
 
 def test_list_with_null_and_datetime_bounds() -> None:
