@@ -78,7 +78,7 @@ def parse(spec: str) -> dict[str, Rule]:
         if nth < 1 or (delay is not None and not delay >= 0):
             raise ValueError(f"failpoint rule {item!r}: the hit counts from 1, a delay is >= 0")
         if delay is not None and action not in ("kill", "pause"):
-            raise ValueError(f"failpoint rule {item!r}: a delay needs the kill or pause action")
+            raise ValueError(f"failpoint rule {item!r}: a delay needs the kill action (or pause: its bound)")
         out[name.strip()] = Rule(action, nth, delay)
     return out
 
