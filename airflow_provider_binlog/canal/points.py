@@ -8,7 +8,9 @@ Accepted forms:
 * an ISO-8601 timestamp with a zone (``2026-11-21T10:00:00Z``) or an aware ``datetime``, optionally
   ``ts:`` prefixed: the first transaction committed at or after it;
 * a recorded run (the dict a run returns as XCom, or a canal LogPosition dict): its ``end``
-  (for ``start_from``: resume where that run stopped) or the position it holds;
+  (for ``start_from``: resume where that run stopped; an interval run's ``interval["end"]``, after
+  its last transaction) or the position it holds; an interval's ``start`` or ``end`` dict
+  (``{"position", "gtid", "time"}``: its position, else its GTID set);
 * for ``stop_at`` only: ``head`` (the server's head when the run starts).
 """
 
@@ -51,10 +53,18 @@ def parse_point(value: Any) -> StartSpec:
     if isinstance(value, BinlogPosition):
         return StartSpec(position=str(value))
     if isinstance(value, Mapping):
+        interval = value.get("interval")
+        if isinstance(interval, Mapping) and isinstance(interval.get("end"), Mapping):
+            return parse_point(interval["end"])  # an interval run: after its last transaction
         if "end" in value:
             return parse_point(value["end"])
         if "journalName" in value and "position" in value:
             return StartSpec(position=f"{value['journalName']}:{value['position']}")
+        if "position" in value and "gtid" in value:  # an interval's end (..canal.interval.CommitPoint)
+            if value["position"]:
+                return StartSpec(position=str(value["position"]))
+            if value["gtid"]:
+                return StartSpec(gtid=str(value["gtid"]))
         if "postion" in value:
             return parse_point(value["postion"])
     if isinstance(value, str):

@@ -18,6 +18,7 @@ logs to the task log).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from airflow_provider_binlog.drain import interval as interval_ends
 from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.reconcile import reconcile
@@ -38,7 +40,6 @@ from airflow_provider_binlog.drain.source import (
     cascades,
     check_retention,
     known_routes,
-    stop_point,
 )
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class RunSettings:
         executors read too; ``local``: the driver's temporary directory); ``None``: the session's
         ``spark.binlog_cdc.staging_uri``, else ``<warehouse>/_binlog_cdc_staging`` (see
         :mod:`..lake.staging`). The run removes what killed runs of its destination left there.
+    :param interval: how a timestamp stop (an interval's end) waits for the server to reach it
+        (:mod:`.interval`).
     """
 
     run_id: str = "manual"
@@ -96,6 +99,7 @@ class RunSettings:
     retention_headroom: float = 0.25
     on_cascade: str = "warn"
     staging_uri: str | None = None
+    interval: interval_ends.IntervalSettings = field(default_factory=interval_ends.IntervalSettings)
 
     def __post_init__(self) -> None:
         if not 0 <= self.retention_headroom <= 1:
@@ -172,6 +176,7 @@ class Drain:
         self.retention: Retention | None = None  # the cursor file's headroom, checked at the start
         self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
         self.held_at: float | None = None  # when this run took the destination (epoch seconds)
+        self.interval: dict[str, Any] | None = None  # an interval run's ends (the summary's)
         self._staging_conf: tuple[Any, str | None] | None = None  # (session, its setting before)
 
     def _spark(self) -> Any:
@@ -243,7 +248,8 @@ class Drain:
                 )  # fmt: skip
             else:  # the JVM starts (seconds) while the stop point is fixed and the parser starts
                 self.session = committer.submit(self._spark)
-            stop = stop_point(instance.client, stop_at)
+            plan = interval_ends.plan_stop(instance.client, stop_at, settings.interval, report)
+            stop = plan.stop
             collector.__enter__()  # from the parser's start to the end of the drain
             try:
                 point = instance.subscribe(stop_at=stop, running_timeout=settings.running_timeout)
@@ -277,13 +283,32 @@ class Drain:
             if instance.stale_marks:
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
                     report(logging.INFO, stale.describe())
-            loop.run()
+            with self._interval(point, plan):
+                loop.run()
             return self._finish(point, stop, loop)
         finally:
             instance.close()
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
             collector.__exit__()
             self._close()
+
+    def _interval(self, point: Any, plan: interval_ends.StopPlan) -> Any:
+        """For an interval run (a timestamp stop): both ends (the summary's ``interval``) and the
+        snapshot properties of every commit of the run (:mod:`.interval`); else nothing."""
+        found = plan.interval
+        if found is None:
+            return contextlib.nullcontext()
+        from airflow_provider_binlog.lake.commits import run_properties
+
+        start = interval_ends.start_point(self.instance.client, point)
+        end, stop = interval_ends.interval_ends(start, found)
+        self.interval = interval_ends.summary(start, end, stop, found)
+        self.report(
+            logging.INFO,
+            f"destination {self.destination}: interval until {self.interval['until']}: from {start} to "
+            f"{end} (stop {stop}: {found.reason})",
+        )
+        return run_properties(self.destination, interval_ends.properties(start, end, found))
 
     def _check_cascades(self) -> list[Cascade]:
         """Warn about (or, with ``on_cascade="fail"``, stop for) routed tables that are children of
@@ -353,6 +378,8 @@ class Drain:
         }
         if self.retention is not None:
             summary["retention"] = self.retention.as_dict()
+        if self.interval is not None:
+            summary["interval"] = self.interval
         if self.cascades:
             summary["cascades"] = [c.as_dict() for c in self.cascades]
         if loop.resnapshots:

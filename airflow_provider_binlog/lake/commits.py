@@ -9,6 +9,12 @@ Every commit the merge makes carries these snapshot summary properties:
 ``binlog-cdc.position``         ``file:pos`` of the event holding that entry
 ``binlog-cdc.end-position``     the batch's end position (set on the commit that completes a batch)
 ``binlog-cdc.gtid``             GTID of the last entry's transaction, when known
+``binlog-cdc.interval-*``       a run for an interval (``stop_at`` a timestamp or
+                                ``data_interval_end``): ``interval-start``/``interval-end`` (``file:pos``
+                                after the last transaction before each end), ``-gtid`` (the GTID
+                                position there), ``-time`` (that transaction's commit time, ISO) and
+                                ``interval-until`` (the instant the interval ends); on every commit of
+                                the run (:func:`run_properties`, see :mod:`..drain.interval`)
 ==============================  ====================================================================
 
 The committed mark of a table for a destination is read from the newest snapshot among the current
@@ -68,6 +74,22 @@ GTID = PREFIX + "gtid"
 
 log = logging.getLogger(__name__)
 
+_RUN_PROPERTIES: dict[str, dict[str, str]] = {}  # destination -> properties of its run's commits
+_RUN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def run_properties(destination: str, properties: Mapping[str, str]) -> Iterator[None]:
+    """Inside the block, every mark of ``destination`` (:func:`mark_properties`) also carries
+    ``properties`` (names under :data:`PREFIX`; the mark's own keys win)."""
+    with _RUN_LOCK:
+        _RUN_PROPERTIES[destination] = dict(properties)
+    try:
+        yield
+    finally:
+        with _RUN_LOCK:
+            _RUN_PROPERTIES.pop(destination, None)
+
 
 @dataclass(frozen=True, slots=True)
 class CommittedMark:
@@ -110,7 +132,9 @@ def mark_properties(
     gtid: str | None,
 ) -> dict[str, str]:
     """The snapshot properties of one commit."""
-    props = {DESTINATION: destination, ORDER_KEY: format_order_key(order_key)}
+    with _RUN_LOCK:
+        extra = _RUN_PROPERTIES.get(destination, {})
+    props = {**extra, DESTINATION: destination, ORDER_KEY: format_order_key(order_key)}
     if position is not None:
         props[POSITION] = str(position)
     if end_position is not None:

@@ -50,7 +50,14 @@ class BinlogToSparkOperator(BaseOperator):
         With a cursor, the cursor wins (so a retried or resumed backfill continues where it was).
         Not allowed with ``snapshot`` other than ``never`` (the snapshot decides the start).
     :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
-        ``gtid:SET`` or a timestamp.
+        ``gtid:SET`` or a timestamp. A timestamp (``data_interval_end`` is one) ends an interval
+        reproducibly: the run stops before the first transaction committed at or after it, and
+        records both ends in the summary's ``interval`` and the commits' snapshot properties
+        (:mod:`..drain.interval`).
+    :param stop_wait: seconds a timestamp stop waits at most while the server has not reached it
+        (no transaction committed at or after it yet and the server's clock before it).
+    :param on_unreached: past ``stop_wait``: ``fail`` (default; a retry tries again) or ``head``
+        (stop at the head, saying so; a rerun of the interval may then stop later).
     :param columns: canal column filter (``schema.table:col1/col2,...``): a listed table's lake table
         holds those columns only; the list must hold the table's primary-key columns.
     :param exclude: tables never read (canal's black list): globs like the keys of ``tables``
@@ -147,6 +154,8 @@ class BinlogToSparkOperator(BaseOperator):
         retention_headroom: float = 0.25,
         on_cascade: str = "warn",
         staging_uri: str | None = None,
+        stop_wait: float = 300.0,
+        on_unreached: str = "fail",
         **kwargs: Any,
     ) -> None:
         declare = "outlets" not in kwargs
@@ -190,6 +199,13 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"on_cascade must be one of {', '.join(CASCADE_MODES)}, not {on_cascade!r}")
         self.on_cascade = on_cascade
         self.staging_uri = staging_uri
+        from airflow_provider_binlog.canal.interval import UNREACHED_MODES
+
+        if on_unreached not in UNREACHED_MODES:
+            modes = ", ".join(UNREACHED_MODES)
+            raise ValueError(f"on_unreached must be one of {modes}, not {on_unreached!r}")
+        self.stop_wait = stop_wait
+        self.on_unreached = on_unreached
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -258,6 +274,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.canal.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
+        from airflow_provider_binlog.drain.interval import IntervalSettings
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.sql import check_target
         from airflow_provider_binlog.metrics import emit_headroom
@@ -282,6 +299,7 @@ class BinlogToSparkOperator(BaseOperator):
             reconnect_timeout=self.reconnect_timeout, reconnect_attempts=self.reconnect_attempts,
             retention_headroom=self.retention_headroom, on_cascade=self.on_cascade,
             staging_uri=self.staging_uri or os.environ.get(STAGING_URI_ENV) or None,
+            interval=IntervalSettings(wait=self.stop_wait, on_unreached=self.on_unreached),
         )  # fmt: skip
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
         try:
