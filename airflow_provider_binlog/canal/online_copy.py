@@ -44,13 +44,16 @@ is derived again or is on the safe side)::
 
     copy/{schema.shadow}  {"source": "shop._t_gho", "base": "shop.t", "attempt": "3f9c..",
                            "created": "file:pos", "rows": bool, "status": "copying"|"swapping"|
-                           "swapped"|"broken"|"dropped", "why": "..", "at": "file:pos", "cleaned": bool}
+                           "swapped"|"broken"|"dropped"|"superseded", "why": "..", "at": "file:pos",
+                           "cut_over": "file:pos", "cleaned": bool}
 
 A re-read CREATE of a copy already ``swapped``, ``broken`` or ``dropped`` (same attempt) leaves the
 record as it is; a record that says ``rows`` or ``broken`` ahead of the cursor only makes the swap
 re-snapshot. Without a record (the destination started after the CREATE) the shadow's rows are not
-kept and the cut-over re-snapshots ``t``. :func:`settle_copies` (each run's start) settles the records
-of swaps made and drops the staging tables of copies that ended.
+kept and the cut-over re-snapshots ``t``. A cut-over the lake table's mark already covers (a
+re-snapshot of ``t`` taken after it) needs no swap: the copy is ``superseded``. Staging tables of
+copies that ended are dropped at the end of the run (:meth:`OnlineCopies.ended`) or, after a failed
+run, at the next one's start (:func:`settle_copies`, which also settles the records of swaps made).
 """
 
 from __future__ import annotations
@@ -357,6 +360,8 @@ class OnlineCopies:
             reason = f"the copy in {shadow} is not usable: {rec.get('why') or rec.get('status')}"
         else:
             attempt = str(rec["attempt"])
+            if rec.get("cut_over") != str(e.position):
+                self._put({**rec, "cut_over": str(e.position)})
         self.decisions[(table, str(e.position))] = SwapDecision(
             table, shadow, e.position, e.end_position, attempt, reason, e.table_schema,
             bool(rec and rec.get("rows")), str(rec.get("created", "")) if rec else "",
@@ -378,11 +383,34 @@ class OnlineCopies:
             self.guard()
         self.meta.update_json(self.identity, copy_key(str(record["source"])), lambda _old: record)
 
-    def set_status(self, shadow: str, status: str, why: str = "") -> None:
-        """Record the copy into ``shadow`` as ``swapping`` or ``swapped`` (the loop, at the swap)."""
+    def set_status(self, shadow: str, status: str, why: str = "", cleaned: bool = False) -> None:
+        """Record the copy into ``shadow`` as ``swapping`` or ``swapped`` (the loop, at the swap), or
+        ``broken`` (its lake copy cannot be swapped in); ``cleaned``: its staging table is gone."""
         rec = self.records.get(shadow)
         if rec is not None:
-            self._put({**rec, "status": status, **({"why": why} if why else {})})
+            self._put({**rec, "status": status, "cleaned": cleaned, **({"why": why} if why else {})})
+
+    def ended(self) -> list[dict[str, Any]]:
+        """At the end of a run that read everything it took: the copies whose staging tables are no
+        longer needed and not dropped yet. A copy whose cut-over this run read and did not swap in is
+        recorded ``superseded`` here (the lake table's mark covered the RENAME: a re-snapshot after it
+        holds its effect); the caller drops their staging tables, then :meth:`cleaned` each."""
+        cut = {d.shadow for d in self.decisions.values() if d.attempt is not None}
+        out = []
+        for source, rec in list(self.records.items()):
+            if rec.get("cleaned"):
+                continue
+            if rec.get("status") in LIVE and source in cut:
+                rec = {**rec, "status": "superseded", "why": f"its cut-over at {rec.get('cut_over')} was "
+                       "covered by the lake table's mark (a re-snapshot after it)"}  # fmt: skip
+                self._put(rec)
+            if rec.get("status") not in LIVE:
+                out.append(rec)
+        return out
+
+    def cleaned(self, rec: dict[str, Any]) -> None:
+        """Record that ``rec``'s staging table was dropped."""
+        self._put({**self.records.get(str(rec["source"]), rec), "cleaned": True})
 
 
 def resnapshot_record(decision: SwapDecision, target: str, rows: int) -> tuple[str, dict[str, Any]]:
@@ -403,14 +431,17 @@ def settle_copies(
     target_for: TargetFor,
     drop_staging: Callable[[str, str, str], None],
     guard: Callable[[], None] | None = None,
+    cursor: BinlogPosition | None = None,
 ) -> set[str]:
     """At a run's start: settle the copy records and drop the staging tables of copies that ended.
 
     A ``copying``/``swapping`` copy whose table's re-snapshot record shows its swap ``done`` is
-    ``swapped``; one whose table is no longer routed is ``dropped``. Ended copies get their staging
-    table dropped once (``cleaned``).
+    ``swapped``; one whose table is no longer routed is ``dropped``; one whose cut-over the cursor
+    passed without a swap is ``superseded`` (the lake table's mark covered it). Ended copies get their
+    staging table dropped once (``cleaned``).
 
     :param drop_staging: ``(source table, its target, attempt)`` drops that staging table if there.
+    :param cursor: the destination's cursor (``None``: none yet).
     :return: the attempts still in use (their staging tables are kept).
     """
     live: set[str] = set()
@@ -431,6 +462,10 @@ def settle_copies(
                 status = "swapped"
             elif target is None:
                 status = "dropped"
+            elif (
+                rec.get("cut_over") and cursor is not None and cursor >= BinlogPosition.parse(rec["cut_over"])
+            ):
+                status = "superseded"
             else:
                 live.add(str(rec["attempt"]))
                 continue

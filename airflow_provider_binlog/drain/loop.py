@@ -362,6 +362,10 @@ class ChunkLoop:
                 self.last_log = now
                 self._progress(now)
         self._settle()
+        if self.copies is not None and self.merger is not None:  # staging tables of copies that ended
+            from airflow_provider_binlog.drain.online_copy import finish
+
+            finish(self.copies, self.merger, self.report)
 
     def _progress(self, now: float) -> None:
         merging = self.in_flight.changes if self.in_flight is not None else 0

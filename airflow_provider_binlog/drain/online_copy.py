@@ -113,7 +113,29 @@ def swapped(copies: OnlineCopies, decision: SwapDecision | None, result: Any) ->
         return
     if getattr(result, "attempt", None) == decision.attempt and not getattr(result, "gone", False):
         result.copied = decision.shadow
-        copies.set_status(decision.shadow, "swapped")
+        copies.set_status(decision.shadow, "swapped", cleaned=True)  # the re-snapshot dropped the staging
 
 
-__all__ = ["prepare_swap", "swapped"]
+def finish(copies: OnlineCopies, merger: Any, report: Any) -> None:
+    """At the end of a run: drop the staging tables of the copies that ended in it
+    (:meth:`~..canal.online_copy.OnlineCopies.ended`)."""
+    from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
+
+    for rec in copies.ended():
+        base = str(rec["base"])
+        target = copies.target_for(*base.split(".", 1))
+        if target is not None:
+            swapper = LakeResnapshot(merger.spark, copies.destination, base, target)
+            try:
+                swapper.drop_staging(str(rec["attempt"]))
+            finally:
+                swapper.close()
+        copies.cleaned(rec)
+        report(
+            logging.INFO,
+            f"destination {copies.destination}: the lake copy of {base} in {rec['source']} ended "
+            f"({rec.get('status')}: {rec.get('why') or '-'}); its staging table is dropped",
+        )
+
+
+__all__ = ["finish", "prepare_swap", "swapped"]

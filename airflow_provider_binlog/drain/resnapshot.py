@@ -142,7 +142,9 @@ def clean_leftovers(
 
     try:
         live = settle(meta, identity, swapper_for, routed, guard)
-        copying = settle_copies(meta, identity, target_for, drop_copy, guard)
+        found = meta.get_cursor(identity).value
+        cursor = getattr(found, "binlog_position", None)
+        copying = settle_copies(meta, identity, target_for, drop_copy, guard, cursor)
         dropped: list[str] = []
         listed: dict[tuple[str, ...], list[str]] = {}
         for target, attempt in sorted(live.items()):

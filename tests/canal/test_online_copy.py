@@ -160,3 +160,29 @@ def test_settle_copies() -> None:
     dropped.clear()
     assert settle_copies(meta, IDENTITY, ROUTES.target_for, lambda *a: dropped.append(a)) == {live}
     assert dropped == []  # cleaned once
+
+
+def test_a_cut_over_covered_by_the_mark_supersedes_the_copy() -> None:
+    """A re-snapshot of t taken after the cut-over holds its effect: the RENAME is skipped, the copy
+    is not swapped in; its staging table is dropped at the run's end, or at the next start when the
+    cursor passed the cut-over."""
+    c = copies()
+    c.screen([ddl("_t_gho", CREATE, 100), row("_t_gho", 110), *_swap_entries(600)])
+    assert c.records["d._t_gho"]["cut_over"] == str(_pos(600))
+    ended = c.ended()
+    assert [r["status"] for r in ended] == ["superseded"]
+    c.cleaned(ended[0])
+    assert c.ended() == []
+    meta = MemoryMetaManager()
+    d = copies(meta)
+    d.screen([ddl("_t_gho", CREATE, 100), row("_t_gho", 110), *_swap_entries(600)])
+    dropped: list[Any] = []
+    attempt = d.records["d._t_gho"]["attempt"]
+    assert settle_copies(
+        meta, IDENTITY, ROUTES.target_for, lambda *a: dropped.append(a), cursor=_pos(599)
+    ) == {attempt}
+    assert (
+        settle_copies(meta, IDENTITY, ROUTES.target_for, lambda *a: dropped.append(a), cursor=_pos(600))
+        == set()
+    )
+    assert dropped == [("d.t", "lake.d.t", attempt)]
