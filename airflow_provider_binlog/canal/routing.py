@@ -285,3 +285,26 @@ class Routes:
         return TableFilter(
             include=include, exclude=exclude_text(self.exclude), columns=columns or "", refuse=self.refusal
         )
+
+
+def shared_targets(routes: Mapping[str, str]) -> dict[str, list[str]]:
+    """Targets that more than one source table of one destination may fill, with their sources: a
+    pattern whose target does not place each table it matches apart (a glob table part without
+    ``{table}`` in the target, a glob schema part without ``{schema}``), or several routes naming one
+    target (see :mod:`airflow_provider_binlog.lake.shards`)."""
+    by_target: dict[tuple[str, ...], list[str]] = {}
+    spelled: dict[tuple[str, ...], str] = {}
+    many: set[tuple[str, ...]] = set()
+    for source, target in routes.items():
+        try:
+            parts = tuple(p.lower() for p in parse_name(target))
+            schema, table = source_parts(source)
+        except ConfigurationError:
+            continue  # an invalid route is refused elsewhere, naming it
+        by_target.setdefault(parts, []).append(source)
+        spelled.setdefault(parts, target)
+        if (any(c in table for c in "*?") and "{table}" not in target) or (
+            any(c in schema for c in "*?") and "{schema}" not in target
+        ):
+            many.add(parts)
+    return {spelled[p]: s for p, s in by_target.items() if len(s) > 1 or p in many}

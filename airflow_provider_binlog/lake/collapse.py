@@ -14,7 +14,7 @@ of a dict's memory. Any other image is kept as its dict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -54,6 +54,9 @@ class Piece:
     """Per schema (by identity): whether its full images list its columns in order."""
     segment: int = 0
     """Which stretch between schema-changing DDL it belongs to (see :mod:`.pending`)."""
+    shard: Callable[[str, str], str] | None = None
+    """``(schema, table) -> shard value`` when ``keys`` end with the shard column (see
+    :mod:`.shards`): a key is then the source key's values and the change's shard value, flat."""
 
 
 def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
@@ -66,7 +69,12 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     """
     state = piece.state
     held = len(state)
-    key_of = itemgetter(*piece.keys)  # the hot loop: one C call per image, no per-change tuple building
+    # the hot loop: one C call per image, no per-change tuple building
+    key_of: Callable[[Any], Any] = itemgetter(*piece.keys)
+    shard = piece.shard
+    source: tuple[str, str] | None = None
+    if shard is not None:  # (source key..., shard value of the change's table)
+        key_of, shard_key = _shard_key(piece.keys[:-1])
     insert, update = Op.INSERT, Op.UPDATE
     with_meta = piece.with_meta
     meta: Meta | None = None
@@ -76,6 +84,9 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     try:
         for c in changes:
             op = c.op
+            if shard is not None and (c.schema, c.table) != source:
+                source = (c.schema, c.table)
+                shard_key[0] = shard(c.schema, c.table)
             if with_meta:
                 meta = (op, c.timestamp, c.position)
             if op is insert or op is update:
@@ -113,6 +124,15 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     if changes:
         piece.last = changes[-1]
     return len(state) - held
+
+
+def _shard_key(keys: tuple[str, ...]) -> tuple[Callable[[Any], Any], list[Any]]:
+    """A key function of the source ``keys`` followed by the shard value held in the returned cell."""
+    cell: list[Any] = [None]
+    get = itemgetter(*keys)
+    if len(keys) == 1:
+        return (lambda image: (get(image), cell[0])), cell
+    return (lambda image: (*get(image), cell[0])), cell
 
 
 def _layout(piece: Piece, schema: TableSchema | None, image: dict[str, Any]) -> tuple[int, bool]:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, OrderKey
 from airflow_provider_binlog.canal.operations import Policy
-from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake import commits, shards
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables
 from airflow_provider_binlog.lake.describe import chunk_sources
@@ -150,7 +150,7 @@ class ChangeMerger:
         return self._routes.display(target)
 
     def options_for(self, target: str) -> TargetOptions:
-        found = self._options_for(target)
+        found = shards.bind(self._options_for(target), self.destination)  # the shard value, if any
         if found.on_schema_change is None and self.on_schema_change is not None:
             return dataclasses.replace(found, on_schema_change=self.on_schema_change)
         return found

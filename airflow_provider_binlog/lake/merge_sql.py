@@ -193,18 +193,23 @@ def append_sql(table: str, view: str, names: Sequence[str]) -> str:
 
 
 def truncate_sql(
-    table: str, soft_delete: bool, meta: tuple[datetime.datetime, str] | None = None
+    table: str,
+    soft_delete: bool,
+    meta: tuple[datetime.datetime, str] | None = None,
+    where: str | None = None,
 ) -> tuple[str, str]:
     """``(count query, statement)`` of a TRUNCATE: the query counts the rows it removes (one row, one
     column); the statement deletes every row or, with ``soft_delete``, marks the live ones deleted.
 
     :param meta: with ``soft_delete`` and metadata columns, the TRUNCATE's commit time (UTC) and
         position, written into the rows it marks (``_cdc_op = 'truncate'``).
+    :param where: only the rows matching this predicate (one shard's, see :mod:`.shards`).
     """
     if not soft_delete:
-        return f"SELECT count(*) FROM {table}", f"DELETE FROM {table}"
+        scoped = f" WHERE {where}" if where else ""
+        return f"SELECT count(*) FROM {table}{scoped}", f"DELETE FROM {table}{scoped}"
     deleted = quote(DELETED_COLUMN)
-    live = f"{deleted} IS DISTINCT FROM true"
+    live = f"{deleted} IS DISTINCT FROM true" + (f" AND ({where})" if where else "")
     sets = [f"{deleted} = true"]
     if meta is not None:
         ts, position = meta

@@ -3,7 +3,8 @@ the merges did to a table (:class:`TableCounts`).
 
 Target columns added by options: ``_cdc_op`` (insert/update/delete/truncate), ``_cdc_ts`` (commit
 time, UTC), ``_cdc_position`` (``file:pos`` of the event) with ``metadata_columns=True``, and
-``_cdc_deleted`` (boolean) with ``soft_delete=True``. Append-only tables get every change as a row
+``_cdc_deleted`` (boolean) with ``soft_delete=True``, and the shard column (string) with
+``shard_column=`` (see :mod:`.shards`). Append-only tables get every change as a row
 with the metadata columns. A staged file of a keyed target also has ``_cdc_action`` (``U`` upsert,
 ``D`` delete), which never reaches the table.
 """
@@ -61,6 +62,16 @@ class TargetOptions:
         (by default ``evolve`` where the lake can apply the operation exactly, else ``resnapshot``,
         and ``fail`` for statements not understood). See
         :mod:`airflow_provider_binlog.canal.operations` and the README.
+    :param shard_column: a string column written into every row with the value ``shard_value``
+        gives its source, and part of the lake key (``MERGE ON`` key + shard column): several
+        source tables or destinations (shards) then fill one lake table without their keys
+        colliding, and a TRUNCATE, partition delete, DROP TABLE, re-snapshot or column fill of one
+        shard touches that shard's rows only (see :mod:`.shards`).
+    :param shard_value: the shard column's value: a template of ``{destination}``,
+        ``{connection}`` (the operator's ``mysql_conn_id``), ``{schema}`` and ``{table}``.
+    :param unique_keys: the keys are unique across every source of this target, so several
+        sources may fill it without a shard column (a TRUNCATE or a column fill of one of them
+        then stops the run: it cannot be told from the others' rows).
     """
 
     key_columns: tuple[str, ...] = ()
@@ -73,11 +84,16 @@ class TargetOptions:
     types: TypeOptions = field(default_factory=TypeOptions)
     count_changes: bool = False
     on_schema_change: str | Mapping[str, str] | None = None
+    shard_column: str | None = None
+    shard_value: str = "{destination}:{schema}.{table}"
+    unique_keys: bool = False
 
 
 def option_columns(opts: TargetOptions) -> list[LakeColumn]:
     """The columns ``opts`` add to a target table, after its source columns."""
     meta: list[LakeColumn] = []
+    if opts.shard_column:
+        meta.append(LakeColumn(opts.shard_column, STRING))
     if opts.metadata_columns or opts.append_only:
         meta += META_COLUMNS
     if opts.soft_delete and not opts.append_only:

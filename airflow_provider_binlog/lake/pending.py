@@ -41,6 +41,7 @@ from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 from airflow_provider_binlog.lake.options import TargetOptions
+from airflow_provider_binlog.lake.shards import Shard, shard_keys, shard_of
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.lake.commits import CommittedMark
@@ -92,11 +93,13 @@ class Pending:
     """Row images held (see the module docstring)."""
     route: operations.Route | None = None
     """The routes (``(schema, table) -> target``), for a RENAME's other names."""
+    shard: Shard | None = None
+    """The shard values of the target's sources (see :mod:`.shards`; ``None``: no shard column)."""
 
     @classmethod
     def new(cls, opts: TargetOptions, mark: CommittedMark | None) -> Pending:
         """An empty chunk of a target with these options and mark."""
-        return cls(opts, mark, rows=[] if opts.append_only else None)
+        return cls(opts, mark, rows=[] if opts.append_only else None, shard=shard_of(opts))
 
     def add(self, entries: list[Entry], table: str) -> None:
         """Take one batch of this target's entries (sorted here, in place).
@@ -158,7 +161,7 @@ class Pending:
                 keys = opts.key_columns or e.primary_key
                 if not keys and e.table_schema is not None:
                     keys = e.table_schema.primary_key
-                if current is None or (keys is not current.keys and tuple(keys) != current.keys):
+                if current is None or (keys is not current.keys and shard_keys(keys, opts) != current.keys):
                     if run:
                         assert current is not None
                         self.held += fold(current, run, table)
@@ -169,7 +172,8 @@ class Pending:
                             "or set target_options TargetOptions(key_columns=(...)) for it, or "
                             f"TargetOptions(append_only=True) (first change at {e.position})"
                         )
-                    current = Piece(tuple(keys), opts.metadata_columns, segment=segment)
+                    current = Piece(shard_keys(keys, opts), opts.metadata_columns, segment=segment)
+                    current.shard = self.shard
                     pieces.append(current)
                 run.append(e)
             elif type(e) is DdlEntry and e.kind is DdlKind.TRUNCATE:
@@ -179,7 +183,8 @@ class Pending:
                     assert current is not None
                     self.held += fold(current, run, table)
                     run = []
-                if not opts.soft_delete:  # the TRUNCATE erases what came before it (not the DDL)
+                if not opts.soft_delete and self.shard is None:  # it erases what came before it (not
+                    # the DDL); with a shard column only its shard's rows, so everything stays
                     self.held -= sum(len(p.state) if isinstance(p, Piece) else 1 for p in pieces)
                     pieces[:] = [p for p in pieces if isinstance(p, DdlStep)]
                     self.held += len(pieces)

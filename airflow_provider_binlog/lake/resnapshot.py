@@ -32,12 +32,13 @@ from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.resnapshot import ATTEMPT, STAGING_INFIX, mark_key, staging_parts
-from airflow_provider_binlog.lake import commits, merge_sql
+from airflow_provider_binlog.lake import commits, merge_sql, shards
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns, new_table_properties
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.runner import table_lock
 from airflow_provider_binlog.lake.session import activate
+from airflow_provider_binlog.lake.shard_swap import shard_swap
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
 from airflow_provider_binlog.lake.sql import name_text, parse_name, quote_parts
 
@@ -82,7 +83,7 @@ class LakeResnapshot:
         if len(self.parts) < 2:
             raise ValueError(f"target {target!r} needs a namespace")
         self.target = quote_parts(self.parts)
-        self.options = options or TargetOptions()
+        self.options = shards.bind(options or TargetOptions(), destination)
         self._loader: LakeChunkLoader | None = None
         self._loader_attempt = ""
 
@@ -177,7 +178,9 @@ class LakeResnapshot:
             same = commits.load_iceberg_table(spark, self.target) is not None and _columns(
                 spark.table(self.target).schema
             ) == _columns(rows.schema)
-            if same:
+            if self.options.shard_column and commits.load_iceberg_table(spark, self.target) is not None:
+                shard_swap(spark, self.target, staging, self.source, self.options)  # this shard only
+            elif same:
                 from pyspark.sql import functions as F
 
                 rows.writeTo(self.target).overwrite(F.lit(True))

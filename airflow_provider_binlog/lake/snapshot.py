@@ -20,8 +20,10 @@ from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import lake_columns
+from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, table_lock
 from airflow_provider_binlog.lake.merge_sql import append_sql
+from airflow_provider_binlog.lake.shards import scope_sql
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 
 if TYPE_CHECKING:
@@ -64,6 +66,18 @@ class LakeChunkLoader:
         self.staging_root = staging_root
         self.merger = self._new_merger()
         self.commits: dict[str, int] = {}
+        shared = [
+            t for t in set(self.merger.routes.values()) if list(self.merger.routes.values()).count(t) > 1
+        ]
+        if shared:  # one mark per destination and table: a second table's chunk n would look loaded
+            sources = sorted(s for s, t in self.merger.routes.items() if t in shared)
+            self.merger.close()
+            raise LakeError(
+                f"destination {destination}: a snapshot of several source tables into one lake table is not "
+                f"supported ({', '.join(sources)} -> {self.merger.display(shared[0])}); snapshot each "
+                "shard under a destination of its own, or read those tables from the binlog only "
+                "(snapshot='never')"
+            )
 
     def _new_merger(self) -> ChangeMerger:
         # a chunk's keys are new to the table (or re-loaded): no insert/update counting join
@@ -88,7 +102,13 @@ class LakeChunkLoader:
         props = commits.mark_properties(
             self.destination, OrderKey(SNAPSHOT_FILE_NUMBER, 0, -1, -1), None, None, None
         )
-        commits.commit(self.spark, target, props, lambda: self.spark.sql(f"DELETE FROM {target}"), "a reset")
+        opts = self.merger.options_for(target)
+        where = ""
+        if opts.shard_column:  # this shard's rows only
+            schema, table = source.split(".", 1)
+            where = " WHERE " + str(scope_sql(opts, schema, table, 1, "a reset", self.merger.display(target)))
+        delete = f"DELETE FROM {target}{where}"
+        commits.commit(self.spark, target, props, lambda: self.spark.sql(delete), "a reset")
         # the merger may have cached the old mark
         self.merger.close()
         self.merger = self._new_merger()
@@ -103,7 +123,7 @@ class LakeChunkLoader:
         m = self.merger
         target = m.routes[source]
         opts = m.options_for(target)
-        if opts.append_only or opts.soft_delete or opts.metadata_columns:
+        if opts.append_only or opts.soft_delete or opts.metadata_columns or opts.shard_column:
             for change in changes:
                 m.add(change)
             for counts in m.finish().values():

@@ -29,7 +29,7 @@ from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
-from airflow_provider_binlog.lake.errors import MissingKeyError, TypeMappingError
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
 from airflow_provider_binlog.lake.options import (
     ACTION_COLUMN,
     META_COLUMNS,
@@ -39,6 +39,8 @@ from airflow_provider_binlog.lake.options import (
 from airflow_provider_binlog.lake.pending import DdlStep, Pending
 from airflow_provider_binlog.lake.routes import TargetRoutes
 from airflow_provider_binlog.lake.runner import Step
+from airflow_provider_binlog.lake.shard_actions import ScopedActions
+from airflow_provider_binlog.lake.shards import Shard, scope_sql, shard_of
 from airflow_provider_binlog.lake.staging import DEFAULT_CHUNK_ROWS, StagedViews
 from airflow_provider_binlog.lake.types import STRING, LakeColumn
 
@@ -51,13 +53,23 @@ def utc_from_epoch(ts: int) -> datetime.datetime:
 
 
 def piece_columns(
-    items: list[tuple[Any, Folded]], names: list[str], keys: tuple[str, ...], with_meta: bool
+    items: list[tuple[Any, Folded]],
+    names: list[str],
+    keys: tuple[str, ...],
+    with_meta: bool,
+    shard: int | None = None,
 ) -> Iterable[list[list[Any]]]:
     """The staged columns of a folded piece, in chunks of rows: ``names``, the action (``U``/``D``),
-    then with ``with_meta`` the metadata columns of each key's last change."""
+    then with ``with_meta`` the metadata columns of each key's last change.
+
+    :param shard: the index in ``names`` of the shard column, the last part of every key (see
+        :mod:`.shards`).
+    """
     for lo in range(0, len(items), DEFAULT_CHUNK_ROWS):
         part = items[lo : lo + DEFAULT_CHUNK_ROWS]
         out = [list(column) for column in zip(*staged_rows(part, names, keys), strict=True)]
+        if shard is not None:  # an upsert's image has no shard column: its key has the value
+            out[shard] = [key[-1] for key, _folded in part]
         out.append(["D" if values is None else "U" for _key, (values, _schema, _meta) in part])
         if with_meta:
             metas = [meta for _key, (_values, _schema, meta) in part]
@@ -67,10 +79,15 @@ def piece_columns(
         yield out
 
 
-def append_rows(entries: Iterable[Entry], names: list[str]) -> Iterable[tuple[Any, ...]]:
+def append_rows(
+    entries: Iterable[Entry], names: list[str], shard: Shard | None = None
+) -> Iterable[tuple[Any, ...]]:
     """The staged rows of an append-only target: per row change its image (the before image of a
-    delete), per TRUNCATE a row of NULLs, each followed by the metadata columns."""
-    nulls = [None] * len(names)
+    delete), per TRUNCATE a row of NULLs, each followed by the metadata columns (after the shard
+    value when ``shard`` is given: then the last of ``names`` is the shard column)."""
+    if shard is not None:
+        names = names[:-1]
+    nulls: list[Any] = [None] * len(names)
     for e in entries:
         if isinstance(e, RowChange):
             image = e.before if e.op is Op.DELETE else e.after
@@ -80,6 +97,8 @@ def append_rows(entries: Iterable[Entry], names: list[str]) -> Iterable[tuple[An
             values, op = list(nulls), "truncate"
         else:
             continue
+        if shard is not None:
+            values.append(shard(e.schema, e.table or ""))
         yield (*values, op, utc_from_epoch(e.timestamp), str(e.position))
 
 
@@ -141,7 +160,7 @@ class Statements:
             step, all_columns = ensure_step(pending.schemas.values(), first)
             last = pending.rows[-1]
             done = CommittedMark(last.order_key, last.position, end_position, last.gtid, -1)
-            append = self._append(target, all_columns, pending.rows, end_position, counts, changes)
+            append = self._append(target, all_columns, pending.rows, end_position, counts, changes, opts)
             steps: list[Step] = [step]
             return steps if append is None else [*steps, (append, done)]
         pieces = pending.pieces
@@ -196,6 +215,15 @@ class Statements:
         if not state:
             return None
         names = [c.name for c in columns]
+        shard_at = None
+        if opts.shard_column:
+            if opts.shard_column in names:
+                raise MissingKeyError(
+                    f"the shard column {opts.shard_column!r} of {self.routes.display(target)} is a source "
+                    "column too: choose another shard_column"
+                )
+            columns = [*columns, LakeColumn(opts.shard_column, STRING)]
+            shard_at, names = len(names), [*names, opts.shard_column]
         missing = [k for k in keys if k not in names]
         if missing:
             raise MissingKeyError(f"key column(s) {missing} are not columns of {self.routes.display(target)}")
@@ -208,7 +236,7 @@ class Statements:
         deletes = sum(1 for _key, (values, _schema, _meta) in items if values is None)
         upserts = len(items) - deletes
         view, stage_name, _ = self.views.stage(
-            stage_cols, column_chunks=piece_columns(items, names, keys, with_meta)
+            stage_cols, column_chunks=piece_columns(items, names, keys, with_meta, shard_at)
         )
         del items  # the state dies here, before the MERGE runs
         null_safe = bool(opts.key_columns)
@@ -255,7 +283,16 @@ class Statements:
         changes: str,
     ) -> None:
         # the actions converge from any state (see .actions) and write the mark last themselves
-        run = functools.partial(self.actions.run, target, step.actions, opts, props)
+        entry = step.entry
+        if opts.shard_column or opts.unique_keys or self._sources(target) > 1:
+            try:
+                scope, problem = self._scope(target, opts, entry, f"the statement {entry.sql[:200]!r}"), None
+            except LakeError as exc:  # raised by an action that touches rows
+                scope, problem = None, str(exc)
+            scoped = ScopedActions(self.spark, self.tables)
+            run = functools.partial(scoped.run_scoped, target, step.actions, opts, props, scope, problem)
+        else:
+            run = functools.partial(self.actions.run, target, step.actions, opts, props)
         commits.commit(self.spark, target, props, run, changes, attach=False)
         counts.commits += 1
 
@@ -271,7 +308,8 @@ class Statements:
         meta = None
         if opts.soft_delete and opts.metadata_columns:
             meta = (utc_from_epoch(entry.timestamp), str(entry.position))
-        count_query, statement = merge_sql.truncate_sql(target, opts.soft_delete, meta)
+        where = self._scope(target, opts, entry, "a TRUNCATE TABLE")
+        count_query, statement = merge_sql.truncate_sql(target, opts.soft_delete, meta, where)
         n = int(self.spark.sql(count_query).collect()[0][0])
         commits.commit(self.spark, target, props, functools.partial(self.spark.sql, statement), changes)
         counts.deleted += n
@@ -286,10 +324,16 @@ class Statements:
         end_position: BinlogPosition | None,
         counts: TableCounts,
         changes: str,
+        opts: TargetOptions | None = None,
     ) -> Callable[[], None] | None:
         """Stage every change as a row; return the INSERT (``None`` when nothing is left)."""
+        shard = None if opts is None else shard_of(opts)
+        if shard is not None:
+            columns = [*columns, LakeColumn(shard.column, STRING)]
         all_columns = [*columns, *META_COLUMNS]
-        view, stage_name, n = self.views.stage(all_columns, append_rows(entries, [c.name for c in columns]))
+        view, stage_name, n = self.views.stage(
+            all_columns, append_rows(entries, [c.name for c in columns], shard)
+        )
         if not n:
             self.views.drop(view, stage_name)
             return None
@@ -309,6 +353,17 @@ class Statements:
                 self.views.drop(view, stage_name)
 
         return run
+
+
+    def _sources(self, target: str) -> int:
+        """How many source tables of this destination are routed to ``target`` (known so far)."""
+        return sum(1 for t in self.routes.by_source.values() if t == target)
+
+    def _scope(self, target: str, opts: TargetOptions, entry: DdlEntry, what: str) -> str | None:
+        """The rows of ``entry``'s source in ``target`` (:func:`.shards.scope_sql`)."""
+        return scope_sql(
+            opts, entry.schema, entry.table, self._sources(target), what, self.routes.display(target)
+        )
 
 
 def _last_position(pending: Pending) -> BinlogPosition | None:

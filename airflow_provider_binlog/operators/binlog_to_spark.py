@@ -183,6 +183,10 @@ class BinlogToSparkOperator(BaseOperator):
         self.catalog_conn_id = catalog_conn_id
         self.warehouse = warehouse
         self.target_options = target_options
+        if "{{" not in str(tables):  # sources colliding in one target without a shard column fail here
+            from airflow_provider_binlog.lake.shards import check_routes
+
+            check_routes(tables, target_options)
         from airflow_provider_binlog.canal.operations import Policy
 
         Policy.of(on_schema_change)  # a bad value fails when the DAG is parsed
@@ -276,6 +280,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
         from airflow_provider_binlog.drain.interval import IntervalSettings
         from airflow_provider_binlog.hooks.binlog import BinlogHook
+        from airflow_provider_binlog.lake.shards import bind_options, check_routes
         from airflow_provider_binlog.lake.sql import check_target
         from airflow_provider_binlog.metrics import emit_headroom
 
@@ -283,6 +288,9 @@ class BinlogToSparkOperator(BaseOperator):
         routes = Routes(dict(self.tables), exclude=self.exclude)
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
+        check_routes(routes.routes, self.target_options)
+        # the shard values know the destination and connection from here on (lake.shards)
+        target_options = bind_options(self.target_options, self.destination, self.mysql_conn_id)
         ti = context["ti"]
         run_id = str(context.get("run_id") or "manual")
         label = f"{ti.dag_id}/{ti.task_id}/{run_id}/try-{ti.try_number}"
@@ -311,7 +319,7 @@ class BinlogToSparkOperator(BaseOperator):
             self._instance = instance
             drain = Drain(
                 instance, routes, settings, spark=self._spark, connect=hook.source_connection,
-                target_options=self.target_options, on_schema_change=self.on_schema_change,
+                target_options=target_options, on_schema_change=self.on_schema_change,
                 report=self._report,
             )  # fmt: skip
             try:
