@@ -90,7 +90,11 @@ class StartPoint:
 
 
 def side_client(client: ReplicationClient) -> ReplicationClient:
-    """A client with its own replica server id, for scans beside a running dump."""
+    """A client with its own replica server id, for scans beside a running dump (a client that
+    knows how to copy itself, e.g. :class:`~.archive.ArchiveClient`, makes its own)."""
+    side = getattr(client, "side", None)
+    if side is not None:
+        return side()  # type: ignore[no-any-return,unused-ignore]
     return ReplicationClient(dataclasses.replace(client.config, server_id=_default_server_id()))
 
 

@@ -58,6 +58,12 @@ class BinlogToSparkOperator(BaseOperator):
         (no transaction committed at or after it yet and the server's clock before it).
     :param on_unreached: past ``stop_wait``: ``fail`` (default; a retry tries again) or ``head``
         (stop at the head, saying so; a rerun of the interval may then stop later).
+    :param archive_uri: archived binlog files (a directory or a ``pyarrow.fs`` URI) to read where
+        the server no longer has a file; the run continues on the server where the archive ends
+        and fails naming any gap (:mod:`..drain.archive`).
+    :param archive_schema: where column names of archived positions come from: ``binlog``
+        (``binlog_row_metadata=FULL``) or ``information_schema`` (today's tables); required when
+        a destination starts in the archive.
     :param columns: canal column filter (``schema.table:col1/col2,...``): a listed table's lake table
         holds those columns only; the list must hold the table's primary-key columns.
     :param exclude: tables never read (canal's black list): globs like the keys of ``tables``
@@ -117,6 +123,7 @@ class BinlogToSparkOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "destination", "tables", "start_from", "stop_at", "spark_master", "spark_conf", "warehouse",
+        "archive_uri",
     )  # fmt: skip
     template_fields_renderers = {"tables": "json", "spark_conf": "json"}
     ui_color = "#dbeafe"
@@ -156,6 +163,8 @@ class BinlogToSparkOperator(BaseOperator):
         staging_uri: str | None = None,
         stop_wait: float = 300.0,
         on_unreached: str = "fail",
+        archive_uri: str | None = None,
+        archive_schema: str | None = None,
         **kwargs: Any,
     ) -> None:
         declare = "outlets" not in kwargs
@@ -210,6 +219,12 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"on_unreached must be one of {modes}, not {on_unreached!r}")
         self.stop_wait = stop_wait
         self.on_unreached = on_unreached
+        from airflow_provider_binlog.drain.archive import ARCHIVE_SCHEMAS
+
+        if archive_schema not in (None, *ARCHIVE_SCHEMAS):
+            raise ValueError(f"archive_schema must be one of {ARCHIVE_SCHEMAS}, not {archive_schema!r}")
+        self.archive_uri = archive_uri
+        self.archive_schema = archive_schema
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -317,6 +332,10 @@ class BinlogToSparkOperator(BaseOperator):
                 **store_capacity(limits),
             )  # fmt: skip
             self._instance = instance
+            if self.archive_uri:
+                from airflow_provider_binlog.drain.archive import attach_archive
+
+                attach_archive(instance, self.archive_uri, self.archive_schema, self._report)
             drain = Drain(
                 instance, routes, settings, spark=self._spark, connect=hook.source_connection,
                 target_options=target_options, on_schema_change=self.on_schema_change,
