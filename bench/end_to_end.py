@@ -36,6 +36,18 @@ parser thread's CPU seconds (psutil, by thread id), and the operator's log line 
     .venv/bin/python -u bench/end_to_end.py                    # 1M changes (~5 min with the baseline)
     .venv/bin/python bench/end_to_end.py --changes 100000      # a quick run
     .venv/bin/python bench/end_to_end.py --profile prof.out    # cProfile of run B's main thread
+    .venv/bin/python bench/end_to_end.py --cluster             # also on a Spark standalone cluster
+    .venv/bin/python bench/end_to_end.py --master spark://h:7077 --conf spark.driver.host=...
+    .venv/bin/python bench/end_to_end.py --staging local,warehouse   # the staging roots compared
+
+Variants: each Spark master (``--master``; with ``--cluster`` a standalone master and worker started
+here from the PySpark installation, the worker in its own mount namespace when run as root, see
+:mod:`airflow_provider_binlog.dev.topology`) and each staging root (``--staging``: ``local`` = the
+driver's temporary directory, ``warehouse`` = the default ``<warehouse>/_binlog_cdc_staging``) is a
+destination of its own with its own warehouse: run A of every variant loads the base, then the
+workload is written once, then the measured runs B go one after the other over the same binlog
+range, and their figures are printed side by side. A master other than ``local`` is compared with
+``local[2]`` unless ``--no-compare-local``.
 
 Measured 2026-11-24 16:49 UTC, 2 cores (load average 1.5 at the start: other benchmarks had just
 run). 1M changes, ``local[2]``, file meta store, product defaults (batch 5,000, up to 1M row images
@@ -310,7 +322,9 @@ def _drain(params: dict[str, Any], destination: str) -> Any:
         **store_capacity(limits),
     )
     label = f"bench_end_to_end/{params['task_id']}"
-    settings = RunSettings(run_id=params["task_id"], label=label, limits=limits)
+    settings = RunSettings(
+        run_id=params["task_id"], label=label, limits=limits, staging_uri=params.get("staging_uri")
+    )
     opts = {k: params[k] for k in ("write_mode", "count_changes") if params[k] is not None}
 
     def spark() -> Any:
@@ -343,7 +357,7 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     sampler.start()
     cpu0 = os.times()
     t0 = time.perf_counter()
-    drain, wiring = _drain(params, DESTINATION)
+    drain, wiring = _drain(params, params.get("destination", DESTINATION))
     try:
         if params["profile"]:
             import cProfile
@@ -522,6 +536,22 @@ def main(argv: list[str] | None = None) -> int:
         help="TargetOptions.count_changes (default: the product's)",
     )
     ap.add_argument("--master", default="local[2]", help="Spark master")
+    ap.add_argument("--cluster", action="store_true", help="start a standalone master + worker, use it")
+    ap.add_argument("--worker-cores", type=int, default=1, help="--cluster: cores of the worker")
+    ap.add_argument("--worker-memory", default="2g", help="--cluster: memory of the worker")
+    ap.add_argument("--executor-memory", default="1g", help="spark.executor.memory (cluster masters)")
+    ap.add_argument(
+        "--compare-local",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with a cluster master, also measure local[2] over the same range",
+    )
+    ap.add_argument(
+        "--staging",
+        default=None,
+        help="staging roots to compare, comma-separated: local (driver's temp dir), warehouse "
+        "(<warehouse>/_binlog_cdc_staging), or a path/URI (default: the product's)",
+    )
     ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the JVM heap)")
     ap.add_argument("--conf", action="append", default=[], help="more Spark configuration, key=value")
     ap.add_argument("--zookeeper", action="store_true", help="a throwaway ZooKeeper as meta store")
@@ -534,10 +564,12 @@ def main(argv: list[str] | None = None) -> int:
     base_rows = args.base if args.base is not None else max(3_000, args.changes * 3 // 10)
 
     from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+    from airflow_provider_binlog.dev.topology import LOOPBACK_DRIVER, SparkStandalone
 
     work = Path(tempfile.mkdtemp(prefix="binlog-cdc-bench-"))
     server = MariaDbServer().start()
     zk = ZooKeeperServer().start() if args.zookeeper else None
+    cluster = None
     print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (shared machine: expect noise)")  # fmt: skip
     print(
@@ -547,13 +579,43 @@ def main(argv: list[str] | None = None) -> int:
     common = {
         "env": {}, "source_uri": source_uri, "meta_dir": str(work / "meta"),
         "zk_uri": zk.airflow_uri("/binlog-cdc-bench", timeout=15) if zk is not None else None,
-        "master": args.master, "warehouse": str(work / "warehouse"), "batch_size": args.batch_size,
+        "batch_size": args.batch_size,
         "max_rows": args.max_rows, "max_bytes": None if args.max_mb is None else args.max_mb << 20,
         "driver_memory": args.driver_memory, "profile": None,
-        "conf": dict(kv.split("=", 1) for kv in args.conf),
         "write_mode": args.write_mode, "count_changes": args.count_changes,
     }  # fmt: skip
+    user_conf = dict(kv.split("=", 1) for kv in args.conf)
     try:
+        master = args.master
+        if args.cluster:
+            isolate = os.geteuid() == 0
+            cluster = SparkStandalone(
+                work / "spark", worker_cores=args.worker_cores, worker_memory=args.worker_memory,
+                isolate_worker=isolate, shared=(str(work),),
+            ).start()  # fmt: skip
+            master = cluster.url
+            print(f"standalone cluster {master}: worker {args.worker_cores} core(s), {args.worker_memory}"
+                  f"{', own mount namespace (private /tmp)' if isolate else ''}")  # fmt: skip
+        masters = [master]
+        if not master.startswith("local") and args.compare_local:
+            masters.append("local[2]")
+        stagings: list[str | None] = [x.strip() for x in args.staging.split(",")] if args.staging else [None]
+        variants: list[dict[str, Any]] = []
+        for m in masters:
+            for staging in stagings:
+                i = len(variants)
+                conf = dict(user_conf)
+                if not m.startswith("local"):
+                    conf = {"spark.executor.memory": args.executor_memory, **conf}
+                    if cluster is not None:
+                        conf = {**LOOPBACK_DRIVER, **conf}
+                label = m if staging is None else f"{m}, staging {staging}"
+                variants.append({
+                    **common, "label": label, "master": m, "conf": conf,
+                    "destination": DESTINATION if i == 0 else f"{DESTINATION}-{i}",
+                    "warehouse": str(work / ("warehouse" if i == 0 else f"warehouse-{i}")),
+                    "staging_uri": None if staging in (None, "warehouse") else staging,
+                })  # fmt: skip
         conn = server.connect()
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {SCHEMA}")
@@ -572,8 +634,9 @@ def main(argv: list[str] | None = None) -> int:
             f"(binlog from {p0})"
         )
 
-        ra = run_operator({**common, "task_id": "run_a_base", "start_from": p0})
-        report_run("2. run A (base load, not the measured run)", ra, base_rows)
+        for v in variants:
+            ra = run_operator({**v, "task_id": "run_a_base", "start_from": p0})
+            report_run(f"2. run A [{v['label']}] (base load, not the measured run)", ra, base_rows)
 
         (f, p, *_), *_ = server.execute("SHOW MASTER STATUS")
         p1 = f"{f}:{p}"
@@ -587,14 +650,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{load_s:.1f} s; binlog {p1} .. {head}; "
               f"binlog files {[(r[0], _mb(r[1])) for r in sizes]}")  # fmt: skip
 
-        rb = run_operator(
-            {**common, "task_id": "run_b_measured", "start_from": None, "profile": args.profile}
-        )
-        report_run(
-            "4. run B, MEASURED: mixed workload through the drain (the operator's run)",
-            rb,
-            args.changes,
-        )
+        measured = []
+        for v in variants:
+            rb = run_operator({**v, "task_id": "run_b_measured", "start_from": None, "profile": args.profile})
+            report_run(
+                f"4. run B [{v['label']}], MEASURED: mixed workload through the drain", rb, args.changes
+            )
+            measured.append((v, rb))
         if args.profile:
             print(f"  cProfile of the operator main thread written to {args.profile}")
 
@@ -618,32 +680,41 @@ def main(argv: list[str] | None = None) -> int:
             from airflow_provider_binlog.lake.verify import verify_tables
 
             t0 = time.perf_counter()
-            spark = create_session(
-                app_name="bench-verify", master=args.master, warehouse=str(work / "warehouse")
-            )
-            conn = server.connect()
-            try:
-                diffs = verify_tables(conn, spark, TARGETS)
-            finally:
-                conn.close()
-                spark.stop()
-            ok = all(d.equal for d in diffs)
-            print(f"\n6. verify (lake == source, value by value, {time.perf_counter() - t0:.0f} s):")
-            for d in diffs:
-                print("  " + d.describe())
+            print("\n6. verify (lake == source, value by value):")
+            for v in variants:
+                spark = create_session(app_name="bench-verify", master="local[2]", warehouse=v["warehouse"])
+                conn = server.connect()
+                try:
+                    diffs = verify_tables(conn, spark, TARGETS)
+                finally:
+                    conn.close()
+                    spark.stop()
+                ok = ok and all(d.equal for d in diffs)
+                for d in diffs:
+                    print(f"  [{v['label']}] " + d.describe())
+            print(f"  ({time.perf_counter() - t0:.0f} s)")
 
+        print("\nside by side (run B):")
+        for v, rb in measured:
+            n, wall = rb["summary"]["changes"], rb["wall"]
+            print(f"  {v['label']:<40} {n / wall:>9,.0f} changes/s  {wall:6.1f} s  operator CPU "
+                  f"{rb['cpu']:5.1f} s  driver JVM CPU {rb.get('jvm_cpu', 0):5.1f} s  commits "
+                  f"{rb['summary']['commits']}")  # fmt: skip
+        v, rb = measured[0]
         n, wall = rb["summary"]["changes"], rb["wall"]
         rate = n / wall
         target_ok = rate >= 50_000 and rb["maxrss"] < 2**30
         print(
-            f"\nRESULT: {rate:,.0f} changes/s end to end ({n:,} changes, {wall:.1f} s), operator peak RSS "
-            f"{_mb(rb['maxrss'])}, Spark JVM peak {_mb(rb.get('jvm_peak', 0))}"
+            f"\nRESULT [{v['label']}]: {rate:,.0f} changes/s end to end ({n:,} changes, {wall:.1f} s), "
+            f"operator peak RSS {_mb(rb['maxrss'])}, Spark JVM peak {_mb(rb.get('jvm_peak', 0))}"
             + (f", parse {ratio:.1f}x python-mysql-replication" if ratio else "")
             + f"; target >= 50,000 changes/s and RSS < 1 GB: {'MET' if target_ok else 'MISSED'}; "
             f"lake == source: {'yes' if ok else 'NO'}"
         )
         return 0 if ok else 1
     finally:
+        if cluster is not None:
+            cluster.stop()
         if zk is not None:
             zk.stop()
         server.stop()
