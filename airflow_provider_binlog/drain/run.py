@@ -195,7 +195,7 @@ class Drain:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
         (the first fold of a target would wait for Spark to load its table otherwise)."""
         from airflow_provider_binlog.lake.merge import ChangeMerger
-        from airflow_provider_binlog.lake.shards import check_merger
+        from airflow_provider_binlog.lake.shard_writers import check_merger
 
         spark = self.spark or (self.session.result() if self.session is not None else self._spark())
         instance = self.instance  # staging tables of killed re-snapshot attempts go first

@@ -1,5 +1,5 @@
 """Sharded sources: several source tables or destinations filling one lake table. Pure Python
-except :func:`check_writers` and :func:`swap_sql`'s caller (they take a session).
+(the session's side: :mod:`.shard_writers`, :mod:`.shard_actions`, :mod:`.shard_swap`).
 
 A business split over shards (``orders`` on four servers, or ``orders_00``..``orders_15`` in one)
 is one lake table. Each server is a destination of its own (its connection, cursor, marks and
@@ -33,7 +33,7 @@ destination routed to one target (a pattern whose target lacks ``{table}``, or t
 one target) need a shard column whose value tells them apart, or ``unique_keys=True``
 (:func:`check_routes`); at the run start, a second destination writing into a table that another
 destination fills needs the table's shard column, and shard values distinct from the other
-writers' (:func:`check_writers`).
+writers' (:func:`.shard_writers.check_writers`).
 
 Limits: a snapshot (``snapshot="initial"``) of several source tables of ONE destination into one
 lake table is refused (its chunk marks are per destination and table); take it per destination
@@ -45,15 +45,11 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.sql import quote
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 SHARD_COLUMN_PROPERTY = "binlog-cdc.shard-column"
 WRITER_PREFIX = "binlog-cdc.writer."
@@ -268,35 +264,6 @@ def _schemas_differ(sources: list[str]) -> bool:
 # ---- run start: the destinations writing to one table ----------------------------------------------
 
 
-def check_writers(
-    spark: SparkSession, target: str, display: str, destination: str, opts: TargetOptions
-) -> None:
-    """Check ``destination`` may write into the existing table ``target`` (quoted), then record it
-    as a writer (a table property). Nothing when the table does not exist (its creation records it).
-
-    :param opts: the target's options, bound (:func:`bind`).
-    :raises LakeError: another destination fills the table and this one has no shard column (nor
-        ``unique_keys``), the table's shard column is not this target's, or the shard values of
-        two destinations are the same.
-    """
-    from airflow_provider_binlog.lake.commits import load_iceberg_table
-
-    table = load_iceberg_table(spark, target)
-    if table is None:
-        return
-    table.refresh()
-    jprops = table.properties()
-    props: dict[str, str] = {str(k): str(jprops.get(k)) for k in jprops.keySet()}
-    problem = writers_problem(props, display, destination, opts)
-    if problem is not None:
-        raise LakeError(problem)
-    mine = WRITER_PREFIX + destination
-    value = opts.shard_value if opts.shard_column else ""
-    if props.get(mine) != value:
-        update: Any = table.updateProperties()
-        update.set(mine, value).commit()
-
-
 def writers_problem(
     props: Mapping[str, str], display: str, destination: str, opts: TargetOptions
 ) -> str | None:
@@ -356,14 +323,6 @@ def swap_sql(target: str, staging: str, columns: Iterable[str], scope: str) -> s
         f"WHEN NOT MATCHED THEN INSERT ({', '.join(cols)}) VALUES ({', '.join('s.' + c for c in cols)}) "
         f"WHEN NOT MATCHED BY SOURCE AND t.{scope} THEN DELETE"
     )
-
-
-def check_merger(merger: Any) -> None:
-    """:func:`check_writers` for every target a :class:`~.merge.ChangeMerger` routes to (the run
-    start: the drain calls it once the merger is made)."""
-    for target in merger._routes.targets():
-        opts = merger.options_for(target)
-        check_writers(merger.spark, target, merger.display(target), merger.destination, opts)
 
 
 def bind_options(

@@ -18,6 +18,7 @@ from airflow_provider_binlog.lake import shards
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.shard_swap import shard_swap
+from airflow_provider_binlog.lake.shard_writers import check_writers
 from airflow_provider_binlog.lake.sql import quote_parts
 
 from .model import SourceTable, all_type_columns
@@ -204,24 +205,24 @@ def test_writers_recorded_and_a_second_destination_checked(spark: Any) -> None:
         merger.merge(rows, rows[-1].end_position)
     props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
     assert props[shards.SHARD_COLUMN_PROPERTY] == "_shard" and props[shards.WRITER_PREFIX + "one"] == "one"
-    shards.check_writers(spark, quoted, target, "one", shards.bind(opts, "one"))  # itself: fine
+    check_writers(spark, quoted, target, "one", shards.bind(opts, "one"))  # itself: fine
     with pytest.raises(
         LakeError, match=r"destination two: .* has the shard column '_shard' \(writers: one\)"
     ):
-        shards.check_writers(spark, quoted, target, "two", TargetOptions())
+        check_writers(spark, quoted, target, "two", TargetOptions())
     clash = TargetOptions(shard_column="_shard", shard_value="one")
     with pytest.raises(LakeError, match="destinations two and one write the same shard values"):
-        shards.check_writers(spark, quoted, target, "two", shards.bind(clash, "two"))
-    shards.check_writers(spark, quoted, target, "two", shards.bind(opts, "two"))
+        check_writers(spark, quoted, target, "two", shards.bind(clash, "two"))
+    check_writers(spark, quoted, target, "two", shards.bind(opts, "two"))
     props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
     assert props[shards.WRITER_PREFIX + "two"] == "two"
 
     with ChangeMerger(spark, "one", {"db.a": plain}) as merger:
         rows = [a.upsert(2, 10)]
         merger.merge(rows, rows[-1].end_position)
-    shards.check_writers(spark, quoted_plain, plain, "one", TargetOptions())  # records "one"
+    check_writers(spark, quoted_plain, plain, "one", TargetOptions())  # records "one"
     with pytest.raises(LakeError, match="destinations two and one both write into the lake table"):
-        shards.check_writers(spark, quoted_plain, plain, "two", TargetOptions())
+        check_writers(spark, quoted_plain, plain, "two", TargetOptions())
     with pytest.raises(LakeError, match="has no shard column"):
-        shards.check_writers(spark, quoted_plain, plain, "two", shards.bind(opts, "two"))
-    shards.check_writers(spark, quoted_plain, plain, "two", TargetOptions(unique_keys=True))
+        check_writers(spark, quoted_plain, plain, "two", shards.bind(opts, "two"))
+    check_writers(spark, quoted_plain, plain, "two", TargetOptions(unique_keys=True))
