@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from airflow_provider_binlog.drain import interval as interval_ends
 from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
+from airflow_provider_binlog.drain.observe import Observing, RunObserver
 from airflow_provider_binlog.drain.reconcile import reconcile
 from airflow_provider_binlog.drain.resnapshot import clean_leftovers
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
@@ -140,6 +141,7 @@ class Drain:
     :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
     :param on_schema_change: the merger's policy for DDL statements (see :class:`~..lake.merge.ChangeMerger`).
     :param report: ``report(level, line)`` for progress and decisions.
+    :param observer: told the lags, commit durations and per-table counts (:mod:`.observe`).
     """
 
     def __init__(
@@ -153,6 +155,7 @@ class Drain:
         target_options: TargetOptions | Mapping[str, TargetOptions] | None = None,
         on_schema_change: str | Mapping[str, str] | None = None,
         report: Report = log_report,
+        observer: RunObserver | None = None,
     ) -> None:
         # the run's reconnect bound is its instance's (not subscribed yet: the reader reads it at start)
         instance.config = replace(
@@ -168,6 +171,7 @@ class Drain:
         self.target_options = target_options
         self.on_schema_change = on_schema_change
         self.report = report
+        self.observing = Observing(observer, instance.config.destination, report)
         self.destination = instance.config.destination
         self.spark: Any = None  # the session, once this run started or used one
         self.session: Future[Any] | None = None  # Spark's start in the committer thread
@@ -265,6 +269,7 @@ class Drain:
                 f"destination {self.destination}: reading {point} .. {stop} (start: {point.reason})",
             )
             self.retention = self._check_retention(point)
+            self.observing.lag("start", instance.client, point.position, point.skip_through is None)
             instance.meta.record_run(
                 instance.identity, settings.run_id, state="running", start=str(point), stop=str(stop),
                 try_number=settings.try_number, label=settings.label,
@@ -285,12 +290,16 @@ class Drain:
             if instance.stale_marks:
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
                     report(logging.INFO, stale.describe())
-            with self._interval(point, plan):
+            with self._interval(point, plan), self.observing.commits():
                 loop.run()
+            if (cursor := instance.cursor) is not None:
+                self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included)
             return self._finish(point, stop, loop)
         finally:
             instance.close()
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
+            if self.loop is not None:  # what the run read and committed, also when it failed
+                self.observing.tables(self.loop.merger, self.loop.totals)
             collector.__exit__()
             self._close()
 

@@ -59,8 +59,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
+from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,6 +77,31 @@ log = logging.getLogger(__name__)
 
 _RUN_PROPERTIES: dict[str, dict[str, str]] = {}  # destination -> properties of its run's commits
 _RUN_LOCK = threading.Lock()
+_OBSERVERS: dict[str, Callable[[str, float], None]] = {}  # destination -> told each commit's seconds
+
+
+@contextlib.contextmanager
+def observe_commits(destination: str, observer: Callable[[str, float], None]) -> Iterator[None]:
+    """Inside the block, every :func:`commit` of ``destination`` that ran to its end (or had
+    landed) calls ``observer(target, seconds)`` (the quoted name; seconds from its first attempt,
+    retries included), on the committing thread; an observer that raises is logged, not raised."""
+    with _RUN_LOCK:
+        _OBSERVERS[destination] = observer
+    try:
+        yield
+    finally:
+        with _RUN_LOCK:
+            _OBSERVERS.pop(destination, None)
+
+
+def _observe(properties: Mapping[str, str], target: str, started: float) -> None:
+    with _RUN_LOCK:
+        observer = _OBSERVERS.get(properties.get(DESTINATION, ""))
+    if observer is not None:
+        try:
+            observer(target, time.monotonic() - started)
+        except Exception as exc:
+            log.warning("commit observer of %s failed: %s: %s", target, type(exc).__name__, exc)
 
 
 @contextlib.contextmanager
@@ -388,10 +414,13 @@ def commit(
     :return: ``True`` when the statement ran to its end, ``False`` when a conflicting attempt had
         landed after all (so ``statement`` did not finish: its counts are unknown).
     :raises CommitConflictError: the conflict persisted past ``retry.attempts``.
+    :raises LakeStatementError: Spark failed otherwise (the table, ``changes`` and the first line of
+        Spark's message; Spark's error is the cause).
     """
     global conflicts_retried
     policy = retry or CommitRetry.default()
     attempt = 0
+    started = time.monotonic()
     while True:
         attempt += 1
         failpoint("lake_commit")
@@ -401,11 +430,17 @@ def commit(
                     statement()
             else:
                 statement()
+            _observe(properties, target, started)
             return True
         except Exception as exc:
             conflict = conflict_class(exc)
             if conflict is None:
-                raise
+                if isinstance(exc, BinlogCdcError):
+                    raise  # ours already (a DDL action's SchemaEvolutionError, a failpoint...)
+                raise LakeStatementError(
+                    f"commit to {target} (changes {changes or 'unknown'}) failed in Spark: "
+                    f"{type(exc).__name__}: {_first_line(exc)}; the cursor stays before these changes"
+                ) from exc
             short = conflict.rsplit(".", 1)[-1]
             table = load_iceberg_table(spark, target)
             if table is not None and landed(table, properties):
@@ -416,6 +451,7 @@ def commit(
                     changes,
                 )
                 _refresh(spark, target)
+                _observe(properties, target, started)
                 return False
             if attempt >= policy.attempts:
                 raise CommitConflictError(

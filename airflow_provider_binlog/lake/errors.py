@@ -19,3 +19,9 @@ class SchemaEvolutionError(LakeError):
 
 class MissingKeyError(LakeError, ConfigurationError):
     """A table has no primary key and no key columns were configured."""
+
+
+class LakeStatementError(LakeError):
+    """A Spark statement committing changes to a lake table failed (not a conflict with another
+    writer): the message names the table and the changes' ``file:pos`` range, its first line is
+    ours; Spark's (Java) error is the ``__cause__``, its stack trace never in the message."""

@@ -134,6 +134,9 @@ class ChangeMerger:
         self._held = 0
         self._counts: dict[str, TableCounts] = {}
         self._resolve: Resolver | None = None  # the last resolver add_many was given
+        self.read: dict[str, int] = {}
+        """Quoted target -> the changes (row changes and statements) of its sources this merger
+        took (those the table already held included)."""
         self.sources: dict[str, dict[str, TableSchema]] = {}
         """Target (dotted) -> the source tables of the changes committed to it, each with the newest
         schema met (:func:`~.describe.chunk_sources`), for lineage."""
@@ -296,6 +299,9 @@ class ChangeMerger:
         for target, taken in by_target.items():
             self._fold(target, taken)
         self.timings["collapse"] += time.perf_counter() - t0
+        read = self.read  # counted once every target took the batch (a batch folded again after
+        for target, taken in by_target.items():  # a re-snapshot raised in it counts once)
+            read[target] = read.get(target, 0) + len(taken)
         return rows
 
     def _route(self, schema: str, table: str) -> str | None:

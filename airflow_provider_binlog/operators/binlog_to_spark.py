@@ -297,7 +297,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.shards import bind_options, check_routes
         from airflow_provider_binlog.lake.sql import check_target
-        from airflow_provider_binlog.metrics import emit_headroom
+        from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
 
         self._check_start_from()
         routes = Routes(dict(self.tables), exclude=self.exclude)
@@ -339,7 +339,7 @@ class BinlogToSparkOperator(BaseOperator):
             drain = Drain(
                 instance, routes, settings, spark=self._spark, connect=hook.source_connection,
                 target_options=target_options, on_schema_change=self.on_schema_change,
-                report=self._report,
+                report=self._report, observer=RunMetrics(self.destination),
             )  # fmt: skip
             try:
                 summary = self._lineage_summary = drain.run(stop_at)

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake.errors import LakeStatementError
 
 PROPS = commits.mark_properties("dest", OrderKey(1, 40, -1, 0), None, None, None)
 
@@ -148,9 +149,11 @@ def test_other_errors_are_not_retried(table: _Table) -> None:
         runs.append(1)
         raise _JavaError("org.apache.spark.sql.AnalysisException")
 
-    with pytest.raises(_JavaError):
-        commits.commit(_Spark(), "t", PROPS, statement)  # type: ignore[arg-type]
+    with pytest.raises(LakeStatementError) as raised:
+        commits.commit(_Spark(), "t", PROPS, statement, "f:4 to f:40")  # type: ignore[arg-type]
     assert runs == [1]
+    assert str(raised.value).startswith("commit to t (changes f:4 to f:40) failed in Spark: _JavaError")
+    assert isinstance(raised.value.__cause__, _JavaError)
 
 
 def test_the_bound_and_its_message(table: _Table, monkeypatch: pytest.MonkeyPatch) -> None:
