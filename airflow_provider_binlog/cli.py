@@ -44,6 +44,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "airflow_provider_binlog.cli_snapshot",
     "airflow_provider_binlog.cli_resnapshot",
     "airflow_provider_binlog.cli_status",
+    "airflow_provider_binlog.cli_canal_server",
 ]
 """Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
 :mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``, :mod:`.cli_resnapshot`
