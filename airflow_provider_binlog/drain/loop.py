@@ -22,7 +22,9 @@ batches folded before the raising one are acked; the handler re-snapshots the ta
 batch is folded again from its start. Its entries of other targets that the lake already has, and
 every change of the re-snapshotted table up to ``S``, are skipped by the marks (the statement too),
 so no change is lost or applied twice; a crash anywhere in between reads the batch again after the
-cursor, where the marks do the same.
+cursor, where the marks do the same. At the cut-over of an online schema-change tool whose copy the
+run's ``copies`` followed, the re-snapshot swaps that lake copy in instead of reading the table
+(:mod:`.online_copy`; every batch is screened once before its first fold, the copy rows first).
 
 Exactly once: a batch is acked (the cursor moves) only after the commit holding it returned; a
 failed commit acks nothing; the lake's marks make a retry after a crash between commit and ack
