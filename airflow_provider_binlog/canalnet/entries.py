@@ -11,7 +11,8 @@ canal's conventions (``LogEventConvert``), as a canal client expects them:
 * ``Header``: version 1, logfileName/logfileOffset (the event's start), serverId, serverenCode
   ``UTF-8``, executeTime (the event's time in milliseconds), sourceType MYSQL, schemaName,
   tableName, eventLength, eventType, gtid (the transaction's), and ``rowsCount`` in props of a
-  row entry;
+  row entry (plus ours, :data:`ROW_INDEX_PROP` and :data:`PAYLOAD_INDEX_PROP`, which canal clients
+  ignore);
 * ``Column``: index (in the table), sqlType and value as :mod:`.render` says, name, isKey,
   mysqlType, isNull, and ``updated`` (after images: the value differs from the before image's at the
   same index; every column of an INSERT).
@@ -49,6 +50,11 @@ _DDL_TYPES = (  # leading words -> canal's EventType (canal's SimpleDdlParser de
     (("CREATE", "UNIQUE"), entry_pb.CINDEX),
     (("DROP", "INDEX"), entry_pb.DINDEX),
 )
+
+ROW_INDEX_PROP = "binlog-cdc.rowIndex"
+"""Header prop of a ROWDATA entry of ours: the row index (in its event) of its first row."""
+PAYLOAD_INDEX_PROP = "binlog-cdc.payloadIndex"
+"""Header prop: the index of the event inside a compressed transaction payload (absent outside one)."""
 
 ColumnTypes = Callable[[str, str], "dict[str, str] | None"]
 """``(schema, table) -> {column: COLUMN_TYPE}`` from the source, or ``None`` when unknown."""
@@ -194,6 +200,11 @@ class EntryEncoder:
                 self._columns(data.afterColumns, row.after, plan, before)
         header = self._header(first, first.schema, first.table, op)
         header.props.add(key="rowsCount", value=str(len(rows)))
+        # ours: where the rows sit in the event (a batch may split an event; a compressed payload
+        # holds several events at one offset), so a client rebuilds the exact order keys
+        header.props.add(key=ROW_INDEX_PROP, value=str(first.order_key.row_index))
+        if first.order_key.payload_index >= 0:
+            header.props.add(key=PAYLOAD_INDEX_PROP, value=str(first.order_key.payload_index))
         return entry_pb.Entry(
             header=header, entryType=entry_pb.ROWDATA, storeValue=change.SerializeToString()
         )
