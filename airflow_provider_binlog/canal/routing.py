@@ -37,6 +37,11 @@ routed name (:func:`..operations.rename_operation`). To load shadow tables as la
 instead: an exact route, a glob whose table part itself ends with the suffix (``shop._*_new``), or
 ``Routes(shadow_tables=True)``.
 
+**Regex sources.** A source holding any of ``\\ [ ] ( ) { } | ^ $ +`` is canal's regex on
+``schema.table`` (matched whole, case-insensitively), as an ``exclude`` item is:
+``shop\\.orders_[0-9]+`` (an unescaped ``.`` matches any character, the dot too). It is tried after
+the globs; the copy tables of online schema-change tools are not read for it.
+
 Exact routes win over globs; among globs the first that matches wins. :meth:`Routes.filter`
 turns the sources into canal's include filter (``.`` escaped, see :mod:`.filter`), so a table
 that matches a glob is read even when it is created after the run started.
@@ -77,6 +82,15 @@ def names_shadow(table_glob: str) -> bool:
     return table_glob.lower().endswith(tuple("_" + s for s in SHADOW_SUFFIXES))
 
 
+REGEX_CHARS = frozenset("\\[](){}|^$+")
+"""A source holding one of these is a regex (see the module docstring)."""
+
+
+def is_regex_source(source: str) -> bool:
+    """Whether ``source`` is a regex on ``schema.table`` rather than a name or glob."""
+    return any(c in REGEX_CHARS for c in source)
+
+
 def glob_to_regex(glob: str) -> str:
     """``shop.*`` -> ``shop\\..*`` (anchoring is the filter's job)."""
     return "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
@@ -101,7 +115,10 @@ def source_parts(source: str, what: str = "source") -> tuple[str, str]:
 
 def source_regex(source: str, shadow_tables: bool = False) -> str:
     """canal's include regex for one source (``shop.*`` -> ``shop\\..*``); a glob leaves out
-    :data:`SHADOW_TABLE` names unless ``shadow_tables`` or it names them (:func:`names_shadow`)."""
+    :data:`SHADOW_TABLE` names unless ``shadow_tables`` or it names them (:func:`names_shadow`); a
+    regex source is itself (:func:`is_regex_source`)."""
+    if is_regex_source(source):
+        return source
     schema, table = source_parts(source)
     skip = ""
     if any(c in table for c in "*?") and not shadow_tables and not names_shadow(table):
@@ -196,12 +213,22 @@ class Routes:
     shadow_tables: bool = False
     _parsed: list[tuple[str, str, tuple[str, ...], bool]] = field(init=False, repr=False, compare=False)
     _black: TableFilter = field(init=False, repr=False, compare=False)
+    _regexes: list[tuple[re.Pattern[str], tuple[str, ...]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.routes:
             raise ConfigurationError("no tables to load: give at least one 'schema.table' -> target route")
-        parsed = []
+        parsed, regexes = [], []
         for source, target in self.routes.items():
+            if is_regex_source(source):
+                try:
+                    pattern = re.compile(source, re.IGNORECASE | re.DOTALL)
+                except re.error as exc:
+                    raise ConfigurationError(f"invalid source regex {source!r} in tables: {exc}") from None
+                if not isinstance(target, str) or not target.strip():
+                    raise ConfigurationError(f"invalid target {target!r} for source {source!r}")
+                regexes.append((pattern, target_parts(target, source)))
+                continue
             schema, table = source_parts(source, "source")
             if not all(p.strip() for p in (schema, table)):
                 raise ConfigurationError(f"invalid source {source!r} in tables: an empty part")
@@ -210,12 +237,17 @@ class Routes:
             glob = any(c in source for c in "*?")
             parsed.append((schema, table, target_parts(target, source), glob))
         object.__setattr__(self, "_parsed", parsed)
+        object.__setattr__(self, "_regexes", regexes)
         object.__setattr__(self, "_black", TableFilter(exclude=exclude_text(self.exclude)))
 
     @property
     def exact(self) -> dict[str, str]:
         """Exact sources (``schema.table``, lower case) -> their target templates."""
-        return {s.lower(): t for s, t in self.routes.items() if not any(c in s for c in "*?")}
+        return {
+            s.lower(): t
+            for s, t in self.routes.items()
+            if not any(c in s for c in "*?") and not is_regex_source(s)
+        }
 
     def excluded(self, schema: str, table: str) -> bool:
         """Whether ``exclude`` names ``schema.table``."""
@@ -233,6 +265,9 @@ class Routes:
             if glob and _glob_match(sg, schema) and _glob_match(tg, table):
                 if shadow and not names_shadow(tg):
                     continue  # a shadow table of an online schema change: not a lake table
+                return template
+        for pattern, template in self._regexes:
+            if not shadow and pattern.fullmatch(f"{schema}.{table}"):
                 return template
         return None
 
@@ -280,7 +315,8 @@ class Routes:
         schema-change tools, :func:`copy_regex`), ``exclude`` as the black list, the optional column
         rules, and :meth:`refusal` (the instance stops at a refused table)."""
         include = ",".join(
-            [source_regex(s, self.shadow_tables) for s in self.routes] + [copy_regex(s) for s in self.routes]
+            [source_regex(s, self.shadow_tables) for s in self.routes]
+            + [copy_regex(s) for s in self.routes if not is_regex_source(s)]
         )
         return TableFilter(
             include=include, exclude=exclude_text(self.exclude), columns=columns or "", refuse=self.refusal
@@ -298,7 +334,7 @@ def shared_targets(routes: Mapping[str, str]) -> dict[str, list[str]]:
     for source, target in routes.items():
         try:
             parts = tuple(p.lower() for p in parse_name(target))
-            schema, table = source_parts(source)
+            schema, table = ("*", "*") if is_regex_source(source) else source_parts(source)
         except ConfigurationError:
             continue  # an invalid route is refused elsewhere, naming it
         by_target.setdefault(parts, []).append(source)

@@ -43,6 +43,7 @@ with one source table each, or read those tables from the binlog only.
 from __future__ import annotations
 
 import dataclasses
+import re
 import string
 from collections.abc import Iterable, Mapping
 
@@ -255,9 +256,15 @@ def check_routes(
 
 
 def _schemas_differ(sources: list[str]) -> bool:
-    from airflow_provider_binlog.canal.routing import source_parts
+    from airflow_provider_binlog.canal.routing import is_regex_source, source_parts
 
-    schemas = {source_parts(s)[0].lower() for s in sources}
+    schemas = set()
+    for source in sources:
+        if is_regex_source(source):  # a literal schema before the dot, else any
+            found = re.match(r"\^?([A-Za-z0-9_$]+)(?:\\\.|\.)", source)
+            schemas.add(found.group(1).lower() if found else "*")
+        else:
+            schemas.add(source_parts(source)[0].lower())
     return len(schemas) > 1 or any(c in s for s in schemas for c in "*?")
 
 

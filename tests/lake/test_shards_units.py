@@ -96,3 +96,28 @@ def test_writers_problem() -> None:
     assert shards.writers_problem(plain, "T", "one", TargetOptions()) is None
     assert shards.writers_problem(plain, "T", "two", TargetOptions(unique_keys=True)) is None
     assert "has no shard column" in str(shards.writers_problem({}, "T", "two", mine))
+
+
+def test_regex_sources_route_and_collide() -> None:
+    """``shop.orders_[0-9]+`` is canal's regex on schema.table: it routes the tables it matches whole
+    (not orders_x, not other schemas), is in the include filter as it is, and several tables into one
+    target need a shard column (its literal schema lets {table} alone tell them apart)."""
+    from airflow_provider_binlog.canal.routing import Routes
+
+    routes = Routes({"shop.orders_[0-9]+": "lake.shop.orders", "shop.*": "lake.shop.{table}"})
+    assert routes.target_for("shop", "orders_07") == "lake.shop.{table}".format(
+        table="orders_07"
+    )  # glob first
+    only = Routes({"shop\\.orders_[0-9]+": "lake.shop.orders"})
+    assert only.target_for("shop", "orders_07") == "lake.shop.orders"
+    assert only.target_for("SHOP", "ORDERS_12") == "lake.shop.orders"
+    assert only.target_for("shop", "orders_x") is None and only.target_for("crm", "orders_1") is None
+    assert only.target_for("shop", "_orders_1_gho") is None
+    assert only.filter().matches("shop", "orders_3") and not only.filter().matches("shop", "orders_")
+    assert only.exact == {}
+    assert shared_targets(only.routes) == {"lake.shop.orders": ["shop\\.orders_[0-9]+"]}
+    with pytest.raises(ConfigurationError, match="all fill the lake table"):
+        shards.check_routes(only.routes, None)
+    shards.check_routes(only.routes, SHARDED)
+    with pytest.raises(ConfigurationError, match="invalid source regex"):
+        Routes({"shop.orders_[0-9": "lake.shop.orders"})
