@@ -226,3 +226,25 @@ def test_writers_recorded_and_a_second_destination_checked(spark: Any) -> None:
     with pytest.raises(LakeError, match="has no shard column"):
         check_writers(spark, quoted_plain, plain, "two", shards.bind(opts, "two"))
     check_writers(spark, quoted_plain, plain, "two", TargetOptions(unique_keys=True))
+
+
+def test_append_only_and_soft_delete_targets_carry_the_shard(spark: Any) -> None:
+    """An append-only log gets each change's shard value; with soft deletes a delete and a TRUNCATE
+    of one shard mark that shard's rows only."""
+    clock = [4]
+    a, b = Shard("a", clock), Shard("b", clock)
+    ns = _ns()
+    log, soft = f"lake.{ns}.log", f"lake.{ns}.soft"
+    opts = TargetOptions(shard_column="_shard", shard_value="{table}", append_only=True)
+    with ChangeMerger(spark, "dest", {"db.a": log, "db.b": log}, opts) as merger:
+        rows = [a.upsert(1, 10), b.upsert(1, 20)]
+        merger.merge(rows, rows[-1].end_position)
+    got = sorted(tuple(r) for r in spark.sql(f"SELECT _shard, id, v, _cdc_op FROM {log}").collect())
+    assert got == [("a", 1, 10, "insert"), ("b", 1, 20, "insert")]
+    opts = TargetOptions(shard_column="_shard", shard_value="{table}", soft_delete=True)
+    with ChangeMerger(spark, "dest", {"db.a": soft, "db.b": soft}, opts) as merger:
+        rows = [a.upsert(1, 10), a.upsert(2, 11), b.upsert(1, 20), b.upsert(2, 21)]
+        rows.append(b._ddl("TRUNCATE TABLE b", b.schema, DdlKind.TRUNCATE))
+        merger.merge(rows, rows[-1].end_position)
+    got = sorted(tuple(r) for r in spark.sql(f"SELECT _shard, id, _cdc_deleted FROM {soft}").collect())
+    assert got == [("a", 1, False), ("a", 2, False), ("b", 1, True), ("b", 2, True)]
