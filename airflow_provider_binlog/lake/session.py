@@ -76,7 +76,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import class_archive, jars
+from airflow_provider_binlog.lake import class_archive, jars, jvm_log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -289,6 +289,7 @@ def create_session(
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    jvm_log.launch({"spark.app.name": app_name, **settings})  # its stderr logged at each line's level
     spark = builder.getOrCreate()
     activate(spark)
     spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))

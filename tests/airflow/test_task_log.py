@@ -5,14 +5,23 @@ no ERROR lines in a task run by Airflow's supervisor (``airflow dags test --use-
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import subprocess
+import time
+import urllib.request
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_harness import Shop, make_context
+from airflow_harness import AIRFLOW, DagRunResult, Shop, make_context
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.dev.services import free_port
 from airflow_provider_binlog.lake.errors import LakeStatementError
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
@@ -54,3 +63,108 @@ def test_a_merge_failing_in_spark_is_our_error(
     assert "\tat " not in message and "at org.apache" not in message and len(message) < 800, message
     cause = error.__cause__
     assert cause is not None and "no-such-mode" in str(cause), cause
+
+
+_DAG = """
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+
+with DAG(dag_id="tasklog_jvm", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    BinlogToSparkOperator(
+        task_id="load", destination={destination!r}, tables={{"shop.orders": {target!r}}},
+        start_from={start!r}, spark_master="local[1]",
+        # driver options of the user's: Spark's own log4j2 defaults, warnings on the JVM's stderr
+        spark_conf={{"spark.driver.extraJavaOptions": "-Dbinlog.cdc.test=1"}},
+    )
+"""
+
+
+def _task_log(home: Path, dag_id: str) -> list[dict[str, Any]]:
+    """The JSON lines of the (one) task log file the supervisor wrote under ``home/logs``."""
+    (path,) = (home / "logs").glob(f"dag_id={dag_id}/**/task_id=load/attempt=1.log")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def api_server(airflow_home: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """``airflow api-server`` on a free loopback port (the task supervisor reports there); yields the
+    settings a ``--use-executor`` run needs; stopped after (bounded)."""
+    port = free_port()
+    settings = {
+        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+    }
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
+        **settings,
+    }
+    with open(tmp_path / "api-server.log", "wb") as out:
+        proc = subprocess.Popen(
+            [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/execution/health", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the api-server did not answer within 120 s"
+                time.sleep(0.5)
+        yield settings
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def test_jvm_warnings_are_no_errors_in_the_task_log(
+    shop: Shop, dag_env: Any, tmp_path: Path, airflow_home: Path, api_server: dict[str, str]
+) -> None:
+    """The task runs in a child of Airflow's supervisor, which logs the child's stderr as ERROR:
+    Spark's startup warning about the native Hadoop library (Spark's own log4j2 defaults, since the
+    DAG sets driver options) is in the task log at WARNING, no line of the JVM at ERROR, and the run
+    succeeds."""
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    dest = f"tasklog-{uuid.uuid4().hex[:8]}"
+    target = f"lake.{dest.replace('-', '_')}.orders"
+    (dags / "tasklog_jvm.py").write_text(_DAG.format(destination=dest, target=target, start=shop.start_from))
+    shop.changes(10)
+    env = dag_env(
+        shop.start_from,
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        **api_server,
+    )
+    result = run_dag_with_executor(env, "tasklog_jvm", tmp_path / "dag.log")
+    assert result.succeeded, result.tail()
+    lines = _task_log(airflow_home, "tasklog_jvm")
+    native = [ln for ln in lines if "Unable to load native-hadoop library" in str(ln.get("event"))]
+    assert native and {ln["level"] for ln in native} == {"warning"}, native
+    jvm = [ln for ln in lines if ln.get("logger") in ("airflow_provider_binlog.spark", "task.stderr")]
+    assert [ln for ln in jvm if ln["level"] in ("error", "critical")] == [], jvm
+    assert any(f"destination {dest}: done" in str(ln.get("event")) for ln in lines)
+
+
+def run_dag_with_executor(
+    env: dict[str, str], dag_id: str, log_path: Path, timeout: float = 600
+) -> DagRunResult:
+    """``airflow dags test --use-executor``: each task runs in a child of Airflow's task supervisor
+    (as on a worker), which writes the task log file."""
+    started = time.monotonic()
+    with open(log_path, "wb") as out:
+        proc = subprocess.run(
+            [AIRFLOW, "dags", "test", "--use-executor", dag_id], env=env, stdout=out,
+            stderr=subprocess.STDOUT, check=False, timeout=timeout,
+        )  # fmt: skip
+    return DagRunResult(proc.returncode, log_path.read_text(errors="replace"), time.monotonic() - started)

@@ -1,0 +1,95 @@
+"""The Spark driver JVM's stderr, logged line by line at the level each line states.
+
+pyspark starts the driver JVM (``spark-submit``) with this process's stderr. Airflow's task runner
+(the task SDK's supervisor) reads a task's stderr and logs every line of it as ERROR (``task.stderr``),
+so Spark's and log4j's warnings and the JVM's own notes would read as errors in the task log.
+:func:`launch` starts the JVM as pyspark does (its ``launch_gateway`` with the session's settings),
+only with stderr on a pipe, which a daemon thread reads into the logger ``airflow_provider_binlog.spark``:
+
+* a log4j line (``yy/MM/dd HH:mm:ss LEVEL logger: message``, Spark's layout and the one of
+  :mod:`.session`) at its level (``WARN`` as WARNING, ``FATAL`` as CRITICAL);
+* its continuation lines (an indented stack trace, ``Caused by:``) at the same level;
+* other lines by what they say: ``warning`` as WARNING (``OpenJDK 64-Bit Server VM warning: ...``),
+  an exception or error (``Exception in thread "main" ...``) as ERROR, else INFO.
+
+The JVM's stdout is left alone (the task runner logs it as INFO). One JVM serves every later session
+of the process, so this applies once, to the first; a gateway pyspark was given
+(``PYSPARK_GATEWAY_PORT``) is not ours to start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Iterable, Mapping
+from typing import IO
+
+log = logging.getLogger("airflow_provider_binlog.spark")
+
+_HEADER = re.compile(rb"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+_LEVELS = {
+    b"TRACE": logging.DEBUG,
+    b"DEBUG": logging.DEBUG,
+    b"INFO": logging.INFO,
+    b"WARN": logging.WARNING,
+    b"ERROR": logging.ERROR,
+    b"FATAL": logging.CRITICAL,
+}
+_CONTINUED = re.compile(rb"^(\s|Caused by:|Suppressed:|\.\.\. \d+ more)")
+_WARNING = re.compile(rb"(?i)\bwarn(ing)?\b")
+_ERROR = re.compile(rb"\b(Exception|Error)\b|^\S+(Exception|Error)\b")
+
+
+def levels(lines: Iterable[bytes]) -> Iterable[tuple[int, str]]:
+    """``(level, text)`` of each line of the JVM's stderr (see the module docstring)."""
+    current = logging.INFO
+    for raw in lines:
+        line = raw.rstrip(b"\r\n")
+        header = _HEADER.match(line)
+        if header is not None:
+            current = _LEVELS[header.group(1)]
+        elif not (line and _CONTINUED.match(line)):
+            current = (
+                logging.WARNING
+                if _WARNING.search(line)
+                else logging.ERROR
+                if _ERROR.search(line)
+                else logging.INFO
+            )
+        yield current, line.decode("utf-8", errors="replace")
+
+
+def _pump(stream: IO[bytes]) -> None:
+    """Log the lines of ``stream`` until it ends (the JVM exited)."""
+    with stream:
+        for level, text in levels(iter(stream.readline, b"")):
+            log.log(level, "%s", text)
+
+
+def launch(settings: Mapping[str, str]) -> bool:
+    """Start the driver JVM with its stderr logged (see the module docstring), unless pyspark has one
+    already; return whether this call started it.
+
+    :param settings: the Spark settings the JVM starts with (``spark-submit --conf``), as
+        ``SparkSession.builder`` would pass them (``spark.app.name`` included).
+    """
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return False
+        conf = SparkConf()
+        for key, value in settings.items():
+            conf.set(key, value)
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        SparkContext._ensure_initialized(gateway=gateway)
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        threading.Thread(target=_pump, args=(proc.stderr,), name="spark-jvm-stderr", daemon=True).start()
+    return True
