@@ -248,3 +248,31 @@ def test_append_only_and_soft_delete_targets_carry_the_shard(spark: Any) -> None
         merger.merge(rows, rows[-1].end_position)
     got = sorted(tuple(r) for r in spark.sql(f"SELECT _shard, id, _cdc_deleted FROM {soft}").collect())
     assert got == [("a", 1, False), ("a", 2, False), ("b", 1, True), ("b", 2, True)]
+
+
+def test_partition_delete_of_one_shard(spark: Any) -> None:
+    """A TRUNCATE PARTITION of shard a (rows with v < 15) deletes a's rows in the partition only."""
+    from airflow_provider_binlog.canal import partitions
+    from airflow_provider_binlog.lake.commits import mark_properties
+    from airflow_provider_binlog.lake.ddl import TargetTables
+    from airflow_provider_binlog.lake.shard_actions import ScopedActions
+    from airflow_provider_binlog.lake.shards import scope_sql
+
+    clock = [4]
+    a, b = Shard("a", clock), Shard("b", clock)
+    ns = _ns()
+    target = f"lake.{ns}.t"
+    with ChangeMerger(spark, "dest", {"db.a": target, "db.b": target}, SHARD) as merger:
+        rows = [a.upsert(1, 10), a.upsert(2, 20), b.upsert(1, 10), b.upsert(2, 20)]
+        merger.merge(rows, rows[-1].end_position)
+    delete = partitions.DeleteRows((ColumnDef("v", T.LONG),), partitions.Less(0, 15), ("p0",), "db.a")
+    opts = shards.bind(SHARD, "dest")
+    scope = scope_sql(opts, "db", "a", 2, "TRUNCATE PARTITION", target)
+    entry = a._ddl("ALTER TABLE a TRUNCATE PARTITION p0", a.schema)
+    props = mark_properties("dest", entry.order_key, entry.position, None, None)
+    quoted = quote_parts(("lake", ns, "t"))
+    ScopedActions(spark, TargetTables(spark)).run_scoped(quoted, [delete], opts, props, scope, None)
+    got = sorted((r[0], r[1]) for r in spark.sql(f"SELECT _shard, id FROM {target}").collect())
+    assert got == [("a", 2), ("b", 1), ("b", 2)]
+    with pytest.raises(LakeError, match="no shard"):
+        ScopedActions(spark, TargetTables(spark)).run_scoped(quoted, [delete], opts, props, None, "no shard")
