@@ -1,0 +1,215 @@
+"""A run that reads a destination from a canal server (ours, :mod:`..canalnet.server`, or canal's)
+instead of the MySQL binlog, with the same exactly-once handling as :class:`.run.Drain`.
+
+::
+
+    client = CanalClient("canal-host", 11111, "shop", user="canal", password=...)   # or zookeeper=zk
+    summary = CanalDrain(client, Routes({"shop.orders": "lake.shop.orders"}), spark=factory).run()
+
+* The connection rolls back whatever an earlier attempt left unacked, then subscribes
+  (:meth:`~..canalnet.client.CanalClient.connect`): a retried attempt reads those batches again.
+* :class:`~.loop.ChunkLoop` folds, commits in a second thread and acks each batch to the canal
+  server only after the Iceberg commit holding it returned; the lake marks (order keys rebuilt from
+  the canal headers, :mod:`..canalnet.decode`) make a batch the lake already holds -- a crash between
+  commit and ack -- a no-op.
+* The run ends when the server has nothing more within ``idle_wait`` seconds and every batch is
+  acked (a canal server follows the binlog; there is no head position to stop at).
+
+What this source does not do (the MySQL source does): the initial snapshot, table re-snapshots,
+online schema-change copies and interval stops; a source operation that needs a re-snapshot stops
+the run, naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import DdlEntry, TransactionEnd
+from airflow_provider_binlog.canal.routing import Routes
+from airflow_provider_binlog.canal.store import Batch, estimate_size
+from airflow_provider_binlog.canalnet.client import CanalClient
+from airflow_provider_binlog.canalnet.decode import EntryDecoder
+from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
+
+log = logging.getLogger(__name__)
+
+
+def _log_report(level: int, line: str) -> None:
+    log.log(level, line)
+
+
+class _NoStore:
+    """The loop releases a batch's memory in the store once folded; remote batches have none here."""
+
+    def release(self, batch_id: int) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class CanalCursor:
+    """Where the acked batches end: the binlog position of the last ack point (as the loop logs it)."""
+
+    binlog_position: BinlogPosition
+
+    def __str__(self) -> str:
+        return str(self.binlog_position)
+
+
+class CanalServerConsumer:
+    """What :class:`~.loop.ChunkLoop` consumes, over a canal client.
+
+    :param client: a connected client.
+    :param idle_wait: seconds a GET may come back empty before the run counts as caught up.
+    """
+
+    def __init__(self, client: CanalClient, idle_wait: float = 2.0) -> None:
+        self.client = client
+        self.idle_wait = idle_wait
+        self.store = _NoStore()
+        self.decoder = EntryDecoder(client.destination)
+        self._outstanding: deque[tuple[int, Any]] = deque()
+        self._cursor: Any = None
+        self._idle_since: float | None = None
+
+    def get_without_ack(self, batch_size: int = 1000, timeout: float | None = 1.0) -> Batch:
+        wait = max(0.05, min(timeout if timeout is not None else self.idle_wait, self.idle_wait))
+        while True:
+            batch_id, entries = self.client.get_without_ack(batch_size, wait)
+            if batch_id <= 0:
+                now = time.monotonic()
+                self._idle_since = self._idle_since or now - wait
+                return Batch(None, (), 0, 0, None)
+            self._idle_since = None
+            ours = tuple(self.decoder.decode(entries))
+            if not ours:  # only TRANSACTIONBEGIN entries: nothing to fold, nothing to wait for
+                self._outstanding.append((batch_id, None))
+                self.ack(batch_id)
+                continue
+            ack_point = next(
+                (e for e in reversed(ours) if type(e) is TransactionEnd
+                 or (type(e) is DdlEntry and e.ends_statement)),
+                None,
+            )  # fmt: skip
+            self._outstanding.append((batch_id, ack_point))
+            return Batch(batch_id, ours, 0, len(ours), ack_point, sum(estimate_size(e) for e in ours))
+
+    def ack(self, batch_id: int) -> None:
+        """Ack to the canal server (in order, after the lake commit: the loop calls it then)."""
+        oldest, ack_point = self._outstanding[0]
+        if oldest != batch_id:
+            raise ValueError(f"batch {batch_id} is not the oldest outstanding batch, {oldest} is")
+        self.client.ack(batch_id)
+        self._outstanding.popleft()
+        if ack_point is not None:
+            self._cursor = CanalCursor(ack_point.position)
+
+    @property
+    def done(self) -> bool:
+        """Caught up: the last GET found nothing for ``idle_wait`` seconds and nothing is unacked."""
+        return (
+            not self._outstanding
+            and self._idle_since is not None
+            and (time.monotonic() - self._idle_since >= self.idle_wait)
+        )
+
+    @property
+    def cursor(self) -> Any:
+        """The last acked ack point's position (``None`` before the first)."""
+        return self._cursor
+
+    @property
+    def lag_seconds(self) -> float | None:
+        return None
+
+
+class CanalDrain:
+    """One run from a canal server into the lake (see the module docstring).
+
+    :param client: the canal client (not connected yet).
+    :param routes: source tables -> lake tables.
+    :param spark: the session factory.
+    :param limits: chunk limits.
+    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param on_schema_change: the merger's DDL policy.
+    :param connect: a source connection factory to resolve glob routes (``None``: the routes' exact
+        names only; glob-routed targets are found as their changes come).
+    :param idle_wait: see :class:`CanalServerConsumer`.
+    :param report: ``report(level, line)``.
+    """
+
+    def __init__(
+        self,
+        client: CanalClient,
+        routes: Routes,
+        *,
+        spark: Callable[[], Any],
+        limits: Limits | None = None,
+        target_options: Any = None,
+        on_schema_change: str | Mapping[str, str] | None = None,
+        connect: Callable[[], Any] | None = None,
+        idle_wait: float = 2.0,
+        report: Report = _log_report,
+    ) -> None:
+        self.client = client
+        self.routes = routes
+        self.spark_factory = spark
+        self.limits = limits or Limits()
+        self.target_options = target_options
+        self.on_schema_change = on_schema_change
+        self.connect = connect
+        self.idle_wait = idle_wait
+        self.report = report
+        self.destination = client.destination
+
+    def _make_merger(self) -> Any:
+        from airflow_provider_binlog.drain.source import known_routes
+        from airflow_provider_binlog.lake.merge import ChangeMerger
+
+        spark = self.spark_factory()
+        known = known_routes(self.connect, self.routes) if self.connect is not None else self.routes.exact
+        merger = ChangeMerger(
+            spark, self.destination, known, self.target_options,
+            max_rows=self.limits.max_rows_per_commit + self.limits.batch_size + 1,
+            on_schema_change=self.on_schema_change,
+        )  # fmt: skip
+        merger.load_marks()
+        return merger
+
+    def run(self) -> dict[str, Any]:
+        """Connect (rollback + subscribe), drain until caught up, return the summary."""
+        committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
+        started = time.monotonic()
+        try:
+            starting = committer.submit(self._make_merger)
+            self.client.connect()
+            consumer = CanalServerConsumer(self.client, self.idle_wait)
+            self.report(logging.INFO, f"destination {self.destination}: reading from canal server "
+                        f"{self.client.host}:{self.client.port}")  # fmt: skip
+            loop = ChunkLoop(
+                self.destination, consumer, starting, committer, self.routes.target_for, self.limits,
+                self.report,
+            )  # fmt: skip
+            loop.run()
+            summary = {
+                "destination": self.destination,
+                "source": f"canal://{self.client.host}:{self.client.port}",
+                "end": str(consumer.cursor) if consumer.cursor is not None else None,
+                "batches": loop.batches,
+                "commits": loop.commits,
+                "changes": loop.changes,
+                "seconds": round(time.monotonic() - started, 3),
+                "tables": loop.totals,
+            }
+            self.report(logging.INFO, f"destination {self.destination}: done from the canal server, "
+                        f"{loop.changes} changes in {loop.batches} batches")  # fmt: skip
+            return summary
+        finally:
+            self.client.close()
+            committer.shutdown(wait=True)

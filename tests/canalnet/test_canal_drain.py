@@ -1,0 +1,103 @@
+"""The lake fed from a canal server (our server over MariaDB, our client), each run its own
+process: exact; a run SIGKILLed between the Iceberg commit and the ack to the canal server leaves
+the batch unacked, the next run gets it again and the lake marks make it a no-op (no new snapshot),
+and a later run takes the new changes: the lake equals the source row for row."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.binlog.client import ReplicationConfig
+from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.instance import InstanceConfig
+from airflow_provider_binlog.canal.meta import FileMetaManager
+from airflow_provider_binlog.canalnet.client import CanalClient
+from airflow_provider_binlog.canalnet.protocol import scramble_gen_pass
+from airflow_provider_binlog.canalnet.server import Account, CanalServer, ServedDestination
+from airflow_provider_binlog.faults import KILL_MARK
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+CHILD = Path(__file__).with_name("canal_drain_child.py")
+
+
+@pytest.fixture
+def canal_server(mariadb: Any, database: str, tmp_path: Path) -> Iterator[CanalServer]:
+    src = ReplicationConfig(
+        host=mariadb.host, port=mariadb.port, user=mariadb.repl_user, password=mariadb.repl_password,
+        heartbeat_period=1.0,
+    )  # fmt: skip
+    server = CanalServer(
+        [ServedDestination(InstanceConfig("shop", src, TableFilter(include=f"{database}\\..*")))],
+        meta=FileMetaManager(str(tmp_path / "meta")), account=Account("canal", scramble_gen_pass(b"pw")),
+        port=0, max_get_wait=3.0,
+    )  # fmt: skip
+    server.start()
+    yield server
+    server.stop()
+
+
+def run_child(
+    server: CanalServer, warehouse: Path, database: str, failpoints: str = ""
+) -> tuple[int, str, str]:
+    env = dict(os.environ)
+    env.pop("BINLOG_CDC_FAILPOINTS", None)
+    if failpoints:
+        env["BINLOG_CDC_FAILPOINTS"] = failpoints
+    done = subprocess.run(
+        [sys.executable, str(CHILD), str(server.port), str(warehouse), f"{database}.t", f"lake.{database}.t"],
+        capture_output=True, text=True, timeout=400, env=env, cwd=str(Path(__file__).parents[2]),
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+def source_rows(mariadb: Any, database: str) -> list[dict[str, Any]]:
+    rows = mariadb.execute(f"SELECT id, name, amount FROM `{database}`.t ORDER BY id")
+    return [{"id": r[0], "name": r[1], "amount": str(Decimal(r[2]))} for r in rows]
+
+
+def lake_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"id": r["id"], "name": r["name"], "amount": str(Decimal(r["amount"]))} for r in result["rows"]]
+
+
+def test_the_lake_from_a_canal_server_is_exact_across_a_kill_between_commit_and_ack(
+    canal_server: CanalServer, mariadb: Any, database: str, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    mariadb.execute(
+        f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(10,2))"
+    )
+    pin = CanalClient("127.0.0.1", canal_server.port, "shop", user="canal", password="pw")
+    pin.connect()  # the destination starts (at the head, as canal's) and pins its cursor
+    pin.close()
+    for i in range(1, 21):
+        mariadb.execute(f"INSERT INTO `{database}`.t VALUES ({i}, 'n{i}', {i}.25)")
+    mariadb.execute(f"UPDATE `{database}`.t SET name = 'changed' WHERE id <= 5")
+    mariadb.execute(f"DELETE FROM `{database}`.t WHERE id > 18")
+
+    code, out, err = run_child(canal_server, warehouse, database, "after_commit=kill")
+    assert code == -9 and KILL_MARK + "after_commit" in err, err[-3000:]
+
+    code, out, err = run_child(canal_server, warehouse, database)  # the unacked batches again
+    assert code == 0, err[-3000:]
+    replay = json.loads(out.strip().splitlines()[-1])
+    assert lake_rows(replay) == source_rows(mariadb, database)
+    assert replay["snapshots"] == 1, "the replayed batch was merged again"
+
+    mariadb.execute(f"UPDATE `{database}`.t SET amount = amount * 2 WHERE id % 2 = 0")
+    mariadb.execute(f"DELETE FROM `{database}`.t WHERE id = 3")
+    mariadb.execute(f"INSERT INTO `{database}`.t VALUES (100, 'new', 0.01)")
+    code, out, err = run_child(canal_server, warehouse, database)
+    assert code == 0, err[-3000:]
+    later = json.loads(out.strip().splitlines()[-1])
+    assert lake_rows(later) == source_rows(mariadb, database)
+    assert later["snapshots"] == 2
+    assert later["summary"]["changes"] > 0
