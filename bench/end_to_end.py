@@ -280,6 +280,11 @@ def table_budgets(rng: random.Random, tables: tuple[str, ...], changes: int) -> 
     return budgets
 
 
+def _split(changes: int, mix: tuple[int, int, int]) -> dict[str, int]:
+    ins, upd = changes * mix[0] // 100, changes * mix[1] // 100
+    return {"insert": ins, "update": upd, "delete": changes - ins - upd}
+
+
 def mixed_statements(
     w: Workload,
     changes: int,
@@ -290,36 +295,37 @@ def mixed_statements(
 ) -> Any:
     """Exactly ``changes`` row changes, ``mix`` percent insert / update / delete, interleaved.
 
-    The tables of a statement are drawn uniformly, or with ``spread`` each table's share from
-    :func:`table_budgets` (the ``--tables`` workload).
+    The tables of a statement are drawn uniformly, or with ``spread`` each table has its share from
+    :func:`table_budgets`, split by ``mix`` (the ``--tables`` workload).
     """  # fmt: skip
-    ins, upd = changes * mix[0] // 100, changes * mix[1] // 100
-    left = {"insert": ins, "update": upd, "delete": changes - ins - upd}
     rng = w.rng
     tables = w.tables
-    budget = table_budgets(rng, tables, changes) if spread else None
+    if spread:
+        left = {t: _split(n, mix) for t, n in table_budgets(rng, tables, changes).items()}
+    else:
+        left = {"": _split(changes, mix)}
     in_txn = 0
     stuck = 0
-    while any(left.values()):
-        ops = [op for op, n in left.items() if n]
-        op = rng.choices(ops, weights=[left[o] for o in ops])[0]
-        if budget is None:
-            table = tables[rng.randrange(len(tables))]
-            n = min(rng.randint(stmt // 2, stmt), left[op])
+    while left:
+        if spread:
+            open_ = list(left)
+            key = rng.choices(open_, weights=[sum(left[t].values()) for t in open_])[0]
         else:
-            open_ = [t for t in tables if budget[t]]
-            table = rng.choices(open_, weights=[budget[t] for t in open_])[0]
-            n = min(rng.randint(stmt // 2, stmt), left[op], budget[table])
+            key = ""
+        ops = left[key]
+        op = rng.choices([o for o, n in ops.items() if n], weights=[n for n in ops.values() if n])[0]
+        table = key or tables[rng.randrange(len(tables))]
+        n = min(rng.randint(stmt // 2, stmt), ops[op])
         if op != "insert":
             n = min(n, len(w.live[table]) - 1)
             if n <= 0:
                 stuck += 1
                 if stuck > 100_000:
-                    raise SystemExit(f"the workload generator is stuck ({left}): give a larger --base")
+                    raise SystemExit(f"the workload generator is stuck ({ops}): give a larger --base")
                 continue
-        left[op] -= n
-        if budget is not None:
-            budget[table] -= n
+        ops[op] -= n
+        if not any(ops.values()):
+            del left[key]
         in_txn += n
         yield getattr(w, op)(table, n)
         if in_txn >= txn:
