@@ -63,7 +63,7 @@ class BinlogIndex:
         return found
 
     def _read_start(self, name: str) -> int | None:
-        from airflow_provider_binlog.canal.start import side_client
+        from airflow_provider_binlog.canal.side import side_client
 
         self.reads += 1
         fde = EventType.FORMAT_DESCRIPTION_EVENT

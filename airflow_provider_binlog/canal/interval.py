@@ -191,7 +191,7 @@ def _scan(
 ) -> tuple[Transaction | None, Transaction | None, Any]:
     """Scan ``start`` .. ``head``: (the first transaction at or after ``when``, the last one before
     it, the GTID position at the end of the scan)."""
-    from airflow_provider_binlog.canal.start import side_client
+    from airflow_provider_binlog.canal.side import side_client
 
     with side_client(client).dump(start, stop_at=head) as stream:
         seen: list[Transaction] = []
@@ -312,7 +312,7 @@ def interval_stop(
 def _last_in_file_before(client: Any, index: BinlogIndex, file: str) -> Transaction | None:
     """The last transaction of the file before ``file`` (``None``: ``file`` is the oldest, or that
     file holds none): the interval's last transaction when ``file`` holds none before the stop."""
-    from airflow_provider_binlog.canal.start import side_client
+    from airflow_provider_binlog.canal.side import side_client
 
     names = index.names
     at = names.index(file)
@@ -335,7 +335,7 @@ def commit_point_at(client: Any, position: BinlogPosition, after_event: bool = F
     :param after_event: ``position`` is the start of a transaction's last event (a stored cursor:
         that event was consumed): the point is after that transaction.
     """
-    from airflow_provider_binlog.canal.start import side_client
+    from airflow_provider_binlog.canal.side import side_client
 
     if position.pos <= 4:
         return CommitPoint(position)

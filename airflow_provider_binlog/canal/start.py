@@ -6,8 +6,8 @@
    transaction it falls in; a position inside an event is refused, naming the nearest event
    starts, since it is no place the server wrote), a GTID set (MySQL ``uuid:1-5``, MariaDB
    ``0-1-42``: the server positions the dump after it), or a timestamp (the first transaction
-   whose first event is at or after it, found by a binary search over the binlog files'
-   FORMAT_DESCRIPTION times and a scan of one file);
+   committed at or after it: the rule that ends an interval there, :mod:`.interval`, so
+   consecutive intervals tile the binlog; the head while the server has not reached it);
 3. else the server's head position.
 
 A start position in a binlog file the server no longer has raises
@@ -17,12 +17,11 @@ binlog still there and what to do about it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_binlog.binlog.client import ReplicationClient, _default_server_id
+from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.errors import PurgedBinlogError
 from airflow_provider_binlog.binlog.event import Event
@@ -32,6 +31,7 @@ from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.errors import PurgedPositionError, StartPositionError
 from airflow_provider_binlog.canal.meta.model import LogPosition
+from airflow_provider_binlog.canal.side import side_client
 from airflow_provider_binlog.errors import ConfigurationError
 
 _FAR = 1 << 62
@@ -87,15 +87,6 @@ class StartPoint:
 
     def __str__(self) -> str:
         return str(self.position) if self.position else f"GTID {self.gtid}"
-
-
-def side_client(client: ReplicationClient) -> ReplicationClient:
-    """A client with its own replica server id, for scans beside a running dump (a client that
-    knows how to copy itself, e.g. :class:`~.archive.ArchiveClient`, makes its own)."""
-    side = getattr(client, "side", None)
-    if side is not None:
-        return side()  # type: ignore[no-any-return,unused-ignore]
-    return ReplicationClient(dataclasses.replace(client.config, server_id=_default_server_id()))
 
 
 def check_available(
@@ -243,6 +234,19 @@ def find_by_timestamp(client: ReplicationClient, when: float) -> BinlogPosition:
     return head
 
 
+def start_at_time(client: ReplicationClient, when: float) -> BinlogPosition:
+    """The first transaction committed at or after ``when`` (where an interval ending at ``when``
+    stops, :func:`~.interval.interval_stop`); the head while the server has not reached ``when``."""
+    import logging
+
+    from airflow_provider_binlog.canal.interval import interval_stop
+
+    def report(level: int, line: str) -> None:
+        logging.getLogger(__name__).info("start timestamp: %s", line.split(": stopping at the head")[0])
+
+    return interval_stop(client, when, wait=0, on_unreached="head", report=report).stop
+
+
 def resolve_start(
     client: ReplicationClient, cursor: LogPosition | None, spec: StartSpec | None = None
 ) -> StartPoint:
@@ -267,7 +271,7 @@ def resolve_start(
         return StartPoint(None, spec.gtid.strip(), None, "gtid")
     epoch = spec.epoch
     if epoch is not None:
-        return StartPoint(find_by_timestamp(client, epoch), None, None, "timestamp")
+        return StartPoint(start_at_time(client, epoch), None, None, "timestamp")
     return StartPoint(client.head_position(), None, None, "head")
 
 
