@@ -41,7 +41,7 @@ from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 from airflow_provider_binlog.lake.options import TargetOptions
-from airflow_provider_binlog.lake.shards import Shard, shard_keys, shard_of
+from airflow_provider_binlog.lake.shards import Shard, shard_keys, shard_of, shard_rename
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.lake.commits import CommittedMark
@@ -236,11 +236,13 @@ class Pending:
         source = f"{e.schema}.{e.table}"
         before = e.previous_schema or self.last_schema.get(source)
         policy = operations.Policy.of(self.opts.on_schema_change)
-        ops = operations.classify(parse_ddl(e.sql, e.schema), (e.schema, e.table or ""), before,
+        stmt = parse_ddl(e.sql, e.schema)
+        ops = operations.classify(stmt, (e.schema, e.table or ""), before,
                                   e.table_schema, policy, self.route)  # fmt: skip
         verdict, deciding = operations.decide(ops, policy)
-        if deciding is None:
-            return ()
+        if deciding is None:  # a table renamed within this target: its rows' shard value follows
+            relabel = shard_rename(stmt, (e.schema, e.table or ""), self.shard, self.route, source)
+            return () if relabel is None else (relabel,)  # type: ignore[return-value]
         if verdict != "evolve":
             raise operations.stop_error(
                 verdict, deciding, source, e.sql, e.position, e.destination, self.target or table

@@ -9,6 +9,9 @@ ADD COLUMN             the column added once (whoever comes first); its fill ``U
                        shard``: rows of shards that have not added it yet keep NULL, as their
                        source has no such column
 DROP COLUMN            ``UPDATE t SET c = NULL WHERE shard``: the column stays for the others
+RENAME TABLE a TO b    (both routed to the target, shard value naming the table) the shard's rows
+                       relabelled: ``UPDATE t SET shard = 'b' WHERE shard = 'a'``; names swapped
+                       between such tables stop the run
 RENAME COLUMN          the new column added with the old one's type, then
                        ``UPDATE t SET new = coalesce(old, new), old = NULL WHERE shard`` (the same
                        table when run again)
@@ -35,6 +38,7 @@ from airflow_provider_binlog.lake import merge_sql
 from airflow_provider_binlog.lake.actions import DdlActions, predicate_sql, sql_literal
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import DELETED_COLUMN, TargetOptions, option_columns
+from airflow_provider_binlog.lake.shards import RelabelShard, string_literal
 from airflow_provider_binlog.lake.sql import quote
 from airflow_provider_binlog.lake.types import LakeColumn, map_column, map_columns, widening
 
@@ -72,9 +76,19 @@ class ScopedActions(DdlActions):
         return scope
 
     def _scoped(
-        self, target: str, action: ops.LakeAction, opts: TargetOptions, scope: str | None, problem: str | None
+        self,
+        target: str,
+        action: ops.LakeAction | RelabelShard,
+        opts: TargetOptions,
+        scope: str | None,
+        problem: str | None,
     ) -> None:
         sql = self.spark.sql
+        if isinstance(action, RelabelShard):  # a table renamed within the target (lake.shards)
+            column = quote(str(opts.shard_column))
+            to_value, from_value = string_literal(action.new), string_literal(action.old)
+            sql(f"UPDATE {target} SET {column} = {to_value} WHERE {column} = {from_value}")
+            return
         if isinstance(action, ops.AddColumn):
             lake = map_column(action.column, opts.types, target)
             if self._column(target, action.name) is None:

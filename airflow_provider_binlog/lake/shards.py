@@ -46,6 +46,7 @@ import dataclasses
 import re
 import string
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.errors import LakeError
@@ -154,7 +155,7 @@ def shard_of(opts: TargetOptions) -> Shard | None:
     return Shard(opts.shard_column, opts.shard_value) if opts.shard_column else None
 
 
-def _literal(value: str) -> str:
+def string_literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -186,7 +187,51 @@ def scope_sql(
             f"{shard.template!r} is the same for the {sources} tables of this destination routed to it; "
             "put {table} into shard_value"
         )
-    return f"{quote(shard.column)} = {_literal(shard.value(schema, table or ''))}"
+    return f"{quote(shard.column)} = {string_literal(shard.value(schema, table or ''))}"
+
+
+@dataclasses.dataclass(frozen=True)
+class RelabelShard:
+    """A lake action: the rows of shard value ``old`` now have ``new`` (a table renamed within one
+    target whose shard value names the table): ``UPDATE ... SET shard = new WHERE shard = old``, the
+    same table when run again."""
+
+    old: str
+    new: str
+
+
+def shard_rename(
+    stmt: Any, table: tuple[str, str], shard: Shard | None, route: Any, source: str
+) -> RelabelShard | None:
+    """The relabelling of a RENAME (``RENAME TABLE``, ``ALTER TABLE ... RENAME TO``) that gives
+    ``table`` the rows of a table routed to the same target, when their shard values differ
+    (``None``: nothing to relabel).
+
+    :param stmt: the parsed statement (:func:`..canal.ddl.parse_ddl`).
+    :param route: ``(schema, table) -> target or None``.
+    :raises LakeError: two such tables swap names (a relabel could not be run twice to the same table).
+    """
+    from airflow_provider_binlog.canal.operations import rename_origins
+
+    renames = getattr(stmt, "renames", None)
+    if shard is None or not renames or route is None:
+        return None
+    origins = rename_origins(renames)
+    came_from = origins.get(table)
+    if came_from is None or route(*came_from) is None or route(*came_from) != route(*table):
+        return None
+    old, new = shard.value(*came_from), shard.value(*table)
+    if old == new:
+        return None
+    if any(origins.get(other) == table for other in origins) or any(
+        shard.value(*o) == new for n, o in origins.items() if n != table and route(*n) == route(*table)
+    ):
+        raise LakeError(
+            f"{source}: a RENAME swaps the names of tables that fill one lake table with a shard value "
+            f"naming the table ({shard.template!r}); their rows cannot be relabelled exactly. Re-snapshot "
+            "both tables (binlog-cdc resnapshot), or use a shard value without {table}"
+        )
+    return RelabelShard(old, new)
 
 
 # ---- parse time: the routes of one destination ----------------------------------------------------

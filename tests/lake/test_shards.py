@@ -276,3 +276,28 @@ def test_partition_delete_of_one_shard(spark: Any) -> None:
     assert got == [("a", 2), ("b", 1), ("b", 2)]
     with pytest.raises(LakeError, match="no shard"):
         ScopedActions(spark, TargetTables(spark)).run_scoped(quoted, [delete], opts, props, None, "no shard")
+
+
+def test_rename_within_the_target_relabels_the_shard(spark: Any) -> None:
+    """RENAME TABLE a TO c, both routed to the target with shard value {table}: a's rows become c's
+    (later changes of c update them, no duplicates); a swap of a and b stops the run."""
+    clock = [4]
+    a, b = Shard("a", clock), Shard("b", clock)
+    ns = _ns()
+    target = f"lake.{ns}.t"
+    routes = {"db.a": target, "db.b": target, "db.c": target}
+    with ChangeMerger(spark, "dest", routes, SHARD) as merger:
+        rows = [a.upsert(1, 10), a.upsert(2, 11), b.upsert(1, 20)]
+        merger.merge(rows, rows[-1].end_position)
+        c = Shard("c", clock)
+        step: list[Entry] = [a._ddl("RENAME TABLE a TO c", None), c._ddl("RENAME TABLE a TO c", c.schema)]
+        from airflow_provider_binlog.canal.change import Op
+
+        c.src._schema = c.schema
+        step.append(c.src._change(Op.UPDATE, {"id": 1, "v": 10}, {"id": 1, "v": 99}))
+        merger.merge(step, step[-1].end_position)
+        got = {(r[0], r[1]): r[2] for r in spark.sql(f"SELECT _shard, id, v FROM {target}").collect()}
+        assert got == {("c", 1): 99, ("c", 2): 11, ("b", 1): 20}
+        swap = [b._ddl("RENAME TABLE b TO x, c TO b, x TO c", b.schema)]
+        with pytest.raises(LakeError, match="swaps the names"):
+            merger.merge(swap, swap[-1].end_position)
