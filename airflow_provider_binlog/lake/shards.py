@@ -17,7 +17,8 @@ with a default, a DROP COLUMN (the shard's values become NULL, the column stays 
 RENAME COLUMN (the shard's values move to the new column), the clamps and NULL fills of a type
 change (a rewrite that changes the column's type for every shard stops the run instead), and a
 re-snapshot (:func:`swap_sql`: one ``MERGE`` deleting the shard's rows and inserting the staged
-ones, one commit). A column one shard added is added once; rows of shards that do not have it yet
+ones, one commit). A RENAME between two names routed to the table relabels the rows
+(:class:`RelabelShard`). A column one shard added is added once; rows of shards that do not have it yet
 hold NULL in it, as their source has no value.
 
 Table properties (written at creation, :func:`bind`; the run start adds its own writer line):
