@@ -24,7 +24,7 @@ from typing import Any
 from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.start import StartSpec, find_by_timestamp
+from airflow_provider_binlog.canal.start import StartSpec, start_at_time
 from airflow_provider_binlog.errors import ConfigurationError
 
 _POSITION = re.compile(r"^[^\s:]+\.\d+:\d+$")
@@ -131,4 +131,4 @@ def resolve_stop(client: ReplicationClient, value: Any, start: BinlogPosition | 
         return position_after_gtid(client, start, spec.gtid)
     epoch = spec.epoch
     assert epoch is not None
-    return find_by_timestamp(client, epoch)
+    return start_at_time(client, epoch)  # the interval rule, without waiting (see ..drain.interval)

@@ -5,6 +5,7 @@ transaction scanner's GTID sets and time split on recorded MySQL binlog files.""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import threading
 import time
@@ -27,7 +28,7 @@ from airflow_provider_binlog.canal.interval import (
     transactions,
 )
 from airflow_provider_binlog.canal.points import parse_point
-from airflow_provider_binlog.canal.start import side_client
+from airflow_provider_binlog.canal.start import side_client, start_at_time
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.drain.source import stop_point
 
@@ -133,6 +134,9 @@ def test_idle_server_past_the_instant_stops_at_the_head(
     mariadb.execute(f"INSERT INTO {table} (at) VALUES (NOW(6))")
     later = interval_stop(client, when, wait=0)
     assert later.stop == idle.stop and later.last == idle.last, (later, idle)
+    instant = dt.datetime.fromtimestamp(when, dt.timezone.utc)
+    assert stop_point(client, instant.isoformat()) == later.stop  # the same rule, without the wait
+    assert start_at_time(client, when) == later.stop  # a start at T is where an interval ending at T stops
 
 
 @pytest.mark.integration
