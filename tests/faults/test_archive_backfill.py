@@ -122,3 +122,17 @@ def test_backfill_from_the_archive_then_the_live_server(
     assert second["start"] == first["end"] and second["changes"] > 0, (first, second)
     diffs = lake_verify(mariadb, spark, targets)
     assert all(d.equal for d in diffs), "\n".join(d.describe() for d in diffs)
+
+    # the other schema source: today's information_schema (the tables did not change since)
+    ns2 = f"arch_{uuid.uuid4().hex[:8]}"
+    with caplog.at_level(logging.INFO):
+        _op(
+            ns2,
+            spark_warehouse,
+            shop.start_from,
+            archive_uri=str(archive),
+            archive_schema="information_schema",
+        ).execute(make_context(run_id="today"))
+    assert "schema for archived positions: today's information_schema" in caplog.text
+    diffs = lake_verify(mariadb, spark, {f"shop.{t}": f"lake.{ns2}.{t}" for t in TABLE_NAMES})
+    assert all(d.equal for d in diffs), "\n".join(d.describe() for d in diffs)
