@@ -1,9 +1,10 @@
 """The provider's self-description, read by Airflow through the ``apache_airflow_provider`` entry point.
 
-Connection types: ``zookeeper`` always; ``mysql`` only while the official MySQL provider is not
-installed (see :mod:`.hooks.mysql`: Airflow keeps the first registration of a type and would give
-ours to every ``mysql`` connection). The forms (``conn-fields``, ``ui-field-behaviour``) come from
-:mod:`.hooks.forms`; this module imports no Airflow and no hook.
+Connection types: ``zookeeper`` and ``canal`` (a canal server to read from) always; ``mysql`` only
+while the official MySQL provider is not installed (see :mod:`.hooks.mysql`: Airflow keeps the first
+registration of a type and would give ours to every ``mysql`` connection). The forms
+(``conn-fields``, ``ui-field-behaviour``) come from :mod:`.hooks.forms`; this module imports no Airflow
+and no hook.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ def connection_types() -> list[dict[str, Any]]:
             "hook-class-name": "airflow_provider_binlog.hooks.zookeeper.ZooKeeperHook",
             "hook-name": "ZooKeeper (binlog CDC meta store)",
             **forms.ZOOKEEPER,
+        },
+        {
+            "connection-type": "canal",
+            "hook-class-name": "airflow_provider_binlog.hooks.canal.CanalHook",
+            "hook-name": "canal server (binlog CDC source)",
+            **forms.CANAL,
         },
     ]
     if not forms.official_mysql_provider():
@@ -52,6 +59,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "MySQL binlog CDC",
                 "python-modules": [
                     "airflow_provider_binlog.hooks.binlog",
+                    "airflow_provider_binlog.hooks.canal",
                     "airflow_provider_binlog.hooks.mysql",
                     "airflow_provider_binlog.hooks.zookeeper",
                 ],

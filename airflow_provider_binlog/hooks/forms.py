@@ -52,6 +52,26 @@ ZOOKEEPER: dict[str, Any] = {
     },
 }
 
+CANAL: dict[str, Any] = {
+    "conn-fields": {
+        "timeout": {
+            "label": "Timeout (seconds)",
+            "description": "Bound of each connect, send and receive with the canal server",
+            "schema": {**_NUMBER, "default": 30},
+        },
+        "zookeeper_hosts": {
+            "label": "ZooKeeper hosts[/chroot] (cluster mode)",
+            "description": "Instead of host and port: connect to the server canal's running node names",
+            "schema": {"type": ["string", "null"]},
+        },
+    },
+    "ui-field-behaviour": {
+        "hidden-fields": ["schema"],
+        "relabeling": {"login": "canal user", "password": "canal password"},
+        "placeholders": {"host": "canal-server", "port": "11111", "login": "canal"},
+    },
+}
+
 MYSQL: dict[str, Any] = {
     "conn-fields": {
         "server_id": {

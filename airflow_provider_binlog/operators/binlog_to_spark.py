@@ -44,6 +44,8 @@ class BinlogToSparkOperator(BaseOperator):
     :param zookeeper_conn_id: the meta store / HA connection; ``None`` for a local file store.
     :param meta_dir: file meta store directory (without ZooKeeper).
     :param client_id: canal client id.
+    :param canal_conn_id: a ``canal`` connection: read the destination from that canal server instead of
+        the MySQL binlog (:mod:`.canal_source`; the commit-then-ack handling is the same).
     :param server_id: replica server id to register with (default: the connection's, else random).
     :param start_from: where to start when the destination has no cursor yet: ``file:pos``,
         ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.points`).
@@ -137,6 +139,7 @@ class BinlogToSparkOperator(BaseOperator):
         zookeeper_conn_id: str | None = "zookeeper_default",
         meta_dir: str | None = None,
         client_id: int = 1001,
+        canal_conn_id: str | None = None,
         server_id: int | None = None,
         start_from: Any = None,
         stop_at: Any = "head",
@@ -177,6 +180,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.zookeeper_conn_id = zookeeper_conn_id
         self.meta_dir = meta_dir
         self.client_id = client_id
+        self.canal_conn_id = canal_conn_id
         self.server_id = server_id
         self.start_from = start_from
         self.stop_at = stop_at
@@ -324,6 +328,10 @@ class BinlogToSparkOperator(BaseOperator):
             staging_uri=self.staging_uri or os.environ.get(STAGING_URI_ENV) or None,
             interval=IntervalSettings(wait=self.stop_wait, on_unreached=self.on_unreached),
         )  # fmt: skip
+        if self.canal_conn_id:  # a canal server instead of the binlog (operators/canal_source.py)
+            from airflow_provider_binlog.operators.canal_source import run_from_canal
+
+            return run_from_canal(self, context, routes, target_options, limits)
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)
         try:
             start_spec = parse_point(self.start_from) if self.start_from not in (None, "") else None

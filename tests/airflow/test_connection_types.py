@@ -48,12 +48,12 @@ def test_provider_info_validates_against_airflow_schemas() -> None:
     info = get_provider_info()
     jsonschema.validate(info, json.loads((schemas / "provider_info.schema.json").read_text()))
     behaviour_schema = json.loads((schemas / "customized_form_field_behaviours.schema.json").read_text())
-    for form in (forms.ZOOKEEPER, forms.MYSQL):
+    for form in (forms.ZOOKEEPER, forms.MYSQL, forms.CANAL):
         jsonschema.validate(forms.legacy_behaviour(form), behaviour_schema)
         for name, field in form["conn-fields"].items():
             assert field["label"] and "type" in field["schema"], name
             jsonschema.Draft7Validator.check_schema(field["schema"])
-    assert {t["connection-type"] for t in info["connection-types"]} == {"mysql", "zookeeper"}
+    assert {t["connection-type"] for t in info["connection-types"]} == {"mysql", "zookeeper", "canal"}
 
 
 def test_providers_manager_registers_types_and_forms() -> None:
@@ -62,6 +62,9 @@ def test_providers_manager_registers_types_and_forms() -> None:
     assert mysql is not None and mysql.hook_class_name == MYSQL_HOOK and mysql.connection_testable
     assert mysql.package_name == "airflow-provider-binlog"
     assert zookeeper is not None and zookeeper.hook_class_name == ZOOKEEPER_HOOK
+    canal = pm.hooks["canal"]
+    assert canal is not None and canal.hook_class_name == "airflow_provider_binlog.hooks.canal.CanalHook"
+    assert pm.field_behaviours["canal"] == forms.legacy_behaviour(forms.CANAL)
     # the forms as the UI's API serves them (added only when they validate)
     assert pm.field_behaviours["zookeeper"] == forms.legacy_behaviour(forms.ZOOKEEPER)
     assert pm.field_behaviours["mysql"] == forms.legacy_behaviour(forms.MYSQL)
@@ -198,7 +201,7 @@ def test_official_mysql_provider_keeps_its_type(tmp_path: Path, airflow_home: Pa
     assert found["mysql"] == "airflow.providers.mysql.hooks.mysql.MySqlHook", found
     assert found["mysql_package"] == "apache-airflow-providers-mysql"
     assert found["zookeeper"] == ZOOKEEPER_HOOK
-    assert found["ours"] == ["zookeeper"] and found["warnings"] == [], found
+    assert found["ours"] == ["zookeeper", "canal"] and found["warnings"] == [], found
 
 
 # ---------------------------------------------------------------------------------------- the CLI

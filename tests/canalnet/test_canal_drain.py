@@ -27,6 +27,7 @@ from airflow_provider_binlog.faults import KILL_MARK
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 CHILD = Path(__file__).with_name("canal_drain_child.py")
+OPERATOR_CHILD = Path(__file__).with_name("canal_operator_child.py")
 
 
 @pytest.fixture
@@ -46,17 +47,31 @@ def canal_server(mariadb: Any, database: str, tmp_path: Path) -> Iterator[CanalS
 
 
 def run_child(
-    server: CanalServer, warehouse: Path, database: str, failpoints: str = ""
+    server: CanalServer,
+    warehouse: Path,
+    database: str,
+    failpoints: str = "",
+    airflow_home: Path | None = None,
 ) -> tuple[int, str, str]:
     env = dict(os.environ)
+    if airflow_home is not None:  # the operator: the canal_default connection from the environment
+        env["AIRFLOW_HOME"] = str(airflow_home)
+        env["AIRFLOW_CONN_CANAL_DEFAULT"] = f"canal://canal:pw@127.0.0.1:{server.port}"
     env.pop("BINLOG_CDC_FAILPOINTS", None)
     if failpoints:
         env["BINLOG_CDC_FAILPOINTS"] = failpoints
+    args = [str(warehouse), f"{database}.t", f"lake.{database}.t"]
+    cmd = [str(OPERATOR_CHILD), *args] if airflow_home is not None else [str(CHILD), str(server.port), *args]
     done = subprocess.run(
-        [sys.executable, str(CHILD), str(server.port), str(warehouse), f"{database}.t", f"lake.{database}.t"],
+        [sys.executable, *cmd],
         capture_output=True, text=True, timeout=400, env=env, cwd=str(Path(__file__).parents[2]),
     )  # fmt: skip
     return done.returncode, done.stdout, done.stderr
+
+
+def result_of(out: str) -> dict[str, Any]:
+    """The child's JSON line (the operator's task log may print to standard output too)."""
+    return json.loads(next(line for line in reversed(out.splitlines()) if line.startswith('{"summary"')))
 
 
 def source_rows(mariadb: Any, database: str) -> list[dict[str, Any]]:
@@ -68,9 +83,16 @@ def lake_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"id": r["id"], "name": r["name"], "amount": str(Decimal(r["amount"]))} for r in result["rows"]]
 
 
+@pytest.mark.parametrize("through", ["drain", "operator"])
 def test_the_lake_from_a_canal_server_is_exact_across_a_kill_between_commit_and_ack(
-    canal_server: CanalServer, mariadb: Any, database: str, tmp_path: Path
+    canal_server: CanalServer,
+    mariadb: Any,
+    database: str,
+    tmp_path: Path,
+    through: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    home = request.getfixturevalue("airflow_home") if through == "operator" else None
     warehouse = tmp_path / "warehouse"
     mariadb.execute(
         f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(10,2))"
@@ -83,21 +105,23 @@ def test_the_lake_from_a_canal_server_is_exact_across_a_kill_between_commit_and_
     mariadb.execute(f"UPDATE `{database}`.t SET name = 'changed' WHERE id <= 5")
     mariadb.execute(f"DELETE FROM `{database}`.t WHERE id > 18")
 
-    code, out, err = run_child(canal_server, warehouse, database, "after_commit=kill")
+    code, out, err = run_child(canal_server, warehouse, database, "after_commit=kill", home)
     assert code == -9 and KILL_MARK + "after_commit" in err, err[-3000:]
 
-    code, out, err = run_child(canal_server, warehouse, database)  # the unacked batches again
+    code, out, err = run_child(
+        canal_server, warehouse, database, airflow_home=home
+    )  # the unacked batches again
     assert code == 0, err[-3000:]
-    replay = json.loads(out.strip().splitlines()[-1])
+    replay = result_of(out)
     assert lake_rows(replay) == source_rows(mariadb, database)
     assert replay["snapshots"] == 1, "the replayed batch was merged again"
 
     mariadb.execute(f"UPDATE `{database}`.t SET amount = amount * 2 WHERE id % 2 = 0")
     mariadb.execute(f"DELETE FROM `{database}`.t WHERE id = 3")
     mariadb.execute(f"INSERT INTO `{database}`.t VALUES (100, 'new', 0.01)")
-    code, out, err = run_child(canal_server, warehouse, database)
+    code, out, err = run_child(canal_server, warehouse, database, airflow_home=home)
     assert code == 0, err[-3000:]
-    later = json.loads(out.strip().splitlines()[-1])
+    later = result_of(out)
     assert lake_rows(later) == source_rows(mariadb, database)
     assert later["snapshots"] == 2
     assert later["summary"]["changes"] > 0

@@ -1,0 +1,33 @@
+"""The operator's run from a canal server (``canal_conn_id``): :class:`~..drain.canal_source.CanalDrain`
+with the operator's routes, limits, target options and Spark, the connection from
+:class:`~..hooks.canal.CanalHook`. The lake side and the ack-after-commit rule are the binlog run's;
+the MySQL-only steps (initial snapshot, re-snapshots, interval stops, retention checks) are not run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_binlog.drain.loop import Limits
+
+
+def run_from_canal(op: Any, context: Any, routes: Any, target_options: Any, limits: Limits) -> dict[str, Any]:
+    """Run ``op`` (a :class:`~.binlog_to_spark.BinlogToSparkOperator`) against its canal server.
+
+    :return: the drain summary (destination, source, end, batches, commits, changes, tables).
+    """
+    from airflow_provider_binlog.drain.canal_source import CanalDrain
+    from airflow_provider_binlog.hooks.canal import CanalHook
+
+    hook = CanalHook(op.canal_conn_id)
+    try:
+        client = hook.client(op.destination, op.client_id, routes.filter(op.columns).include)
+        drain = CanalDrain(
+            client, routes, spark=op._spark, limits=limits, target_options=target_options,
+            on_schema_change=op.on_schema_change, report=op._report,
+        )  # fmt: skip
+        summary = drain.run()
+        op._asset_events(context, summary)
+        return summary
+    finally:
+        hook.close()
