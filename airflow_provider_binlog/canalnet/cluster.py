@@ -10,7 +10,8 @@ Znodes (canal's ``ZookeeperPathUtils``; the kazoo client, with its chroot, is in
 
 Every server creates its ``cluster`` node; the first to create ``running`` runs the destination,
 the others watch the node and try again when it goes (the running server stopped or its session
-expired, e.g. after a SIGKILL: then after the session timeout).
+expired, e.g. after a SIGKILL: then after the session timeout). A server whose own session expired
+stops running the destination and registers again with its new session.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ServerRunning:
         self.cluster_path = f"{base}/cluster/{address}"
         self.active = False
         self._closed = False
+        self._lost = False
         self._lock = threading.Lock()
         client.add_listener(self._listener)
 
@@ -98,11 +100,23 @@ class ServerRunning:
                 log.debug("watch of %s not renewed", self.running_path, exc_info=True)
 
     def _listener(self, state: str) -> None:
-        if state == KazooState.LOST and self.active:
-            self.active = False
-            log.warning("canal server %s lost its ZooKeeper session: stops running %s",
-                        self.address, self.destination)  # fmt: skip
-            self.client.handler.spawn(self.on_change, False)
+        if state == KazooState.LOST:
+            self._lost = True
+            if self.active:
+                self.active = False
+                log.warning("canal server %s lost its ZooKeeper session: stops running %s",
+                            self.address, self.destination)  # fmt: skip
+                self.client.handler.spawn(self.on_change, False)
+        elif state == KazooState.CONNECTED and self._lost and not self._closed:
+            self._lost = False  # a new session: its ephemeral nodes are gone, register again
+            self.client.handler.spawn(self._register_again)
+
+    def _register_again(self) -> None:
+        try:
+            self.start()
+        except Exception:
+            log.warning("canal server %s could not register %s again", self.address, self.destination,
+                        exc_info=True)  # fmt: skip
 
     def holder(self) -> str | None:
         """The address of the server running the destination now, if any."""
