@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,12 @@ def start_server(
         "--max-get-wait", "2",
     ]  # fmt: skip
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def running_address(zk: Any) -> str | None:
@@ -63,14 +70,15 @@ def test_standby_takes_over_after_sigkill(
     mariadb: Any, zookeeper: Any, zk_client: Any, zk_chroot: str, database: str
 ) -> None:
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
-    a = start_server(mariadb, zookeeper, zk_chroot, database, 21311)
+    port_a, port_b = free_port(), free_port()
+    a = start_server(mariadb, zookeeper, zk_chroot, database, port_a)
     try:
-        wait_for(lambda: running_address(zk_client) == "127.0.0.1:21311", 30)
-        b = start_server(mariadb, zookeeper, zk_chroot, database, 21312)
+        wait_for(lambda: running_address(zk_client) == f"127.0.0.1:{port_a}", 30)
+        b = start_server(mariadb, zookeeper, zk_chroot, database, port_b)
         try:
             wait_for(lambda: len(zk_client.get_children("/otter/canal/destinations/shop/cluster")) == 2, 30)
-            assert running_address(zk_client) == "127.0.0.1:21311"
-            client = connect(21311, database)
+            assert running_address(zk_client) == f"127.0.0.1:{port_a}"
+            client = connect(port_a, database)
             mariadb.execute(f"INSERT INTO `{database}`.t VALUES (1)")
             rows, _ = drain(client, 1)  # acked
             assert [r[3] for r in rows] == [{"id": "1"}]
@@ -81,9 +89,9 @@ def test_standby_takes_over_after_sigkill(
             client.proc.wait(timeout=10)
             a.send_signal(signal.SIGKILL)
             a.wait(timeout=10)
-            wait_for(lambda: running_address(zk_client) == "127.0.0.1:21312", 60)
+            wait_for(lambda: running_address(zk_client) == f"127.0.0.1:{port_b}", 60)
             mariadb.execute(f"INSERT INTO `{database}`.t VALUES (3)")
-            client = wait_for(lambda: _try_connect(21312, database), 60)
+            client = wait_for(lambda: _try_connect(port_b, database), 60)
             try:
                 rows, _ = drain(client, 2)
                 assert [r[3] for r in rows] == [{"id": "2"}, {"id": "3"}]
