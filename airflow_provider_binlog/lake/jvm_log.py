@@ -9,8 +9,9 @@ only with stderr on a pipe, which a daemon thread reads into the logger ``airflo
 * a log4j line (``yy/MM/dd HH:mm:ss LEVEL logger: message``, Spark's layout and the one of
   :mod:`.session`) at its level (``WARN`` as WARNING, ``FATAL`` as CRITICAL);
 * its continuation lines (an indented stack trace, ``Caused by:``) at the same level;
-* other lines by what they say: ``warning`` as WARNING (``OpenJDK 64-Bit Server VM warning: ...``),
-  an exception or error (``Exception in thread "main" ...``) as ERROR, else INFO.
+* other lines by what they say: an exception or error without ``warning`` in the line
+  (``Exception in thread "main" ...``) as ERROR, the rest as WARNING (``OpenJDK 64-Bit Server VM
+  warning: ...``, ``spark-class: ... No such file or directory`` of a JVM that does not start).
 
 The JVM's stdout is left alone (the task runner logs it as INFO). One JVM serves every later session
 of the process, so this applies once, to the first; a gateway pyspark was given
@@ -22,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import subprocess
 import threading
 from collections.abc import Iterable, Mapping
 from typing import IO
@@ -52,13 +52,7 @@ def levels(lines: Iterable[bytes]) -> Iterable[tuple[int, str]]:
         if header is not None:
             current = _LEVELS[header.group(1)]
         elif not (line and _CONTINUED.match(line)):
-            current = (
-                logging.WARNING
-                if _WARNING.search(line)
-                else logging.ERROR
-                if _ERROR.search(line)
-                else logging.INFO
-            )
+            current = logging.ERROR if _ERROR.search(line) and not _WARNING.search(line) else logging.WARNING
         yield current, line.decode("utf-8", errors="replace")
 
 
@@ -87,9 +81,13 @@ def launch(settings: Mapping[str, str]) -> bool:
         conf = SparkConf()
         for key, value in settings.items():
             conf.set(key, value)
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        # read from before the start: why a JVM that does not come up failed is logged too
+        read_end, write_end = os.pipe()
+        reader = os.fdopen(read_end, "rb")
+        threading.Thread(target=_pump, args=(reader,), name="spark-jvm-stderr", daemon=True).start()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+        finally:
+            os.close(write_end)  # the JVM holds the only writer: the reader ends when it exits
         SparkContext._ensure_initialized(gateway=gateway)
-    proc = getattr(gateway, "proc", None)
-    if proc is not None and proc.stderr is not None:
-        threading.Thread(target=_pump, args=(proc.stderr,), name="spark-jvm-stderr", daemon=True).start()
     return True

@@ -21,10 +21,11 @@ STDERR = [
     (b"\tat org.apache.spark.Foo.bar(Foo.scala:1)\n", W),  # a warning's trace stays a warning
     (b"OpenJDK 64-Bit Server VM warning: Sharing is only supported for boot loader classes\n", W),
     (b"WARNING: Using incubator modules: jdk.incubator.vector\n", W),
-    (b"Picked up JAVA_TOOL_OPTIONS: -Xlog:disable\n", I),
+    (b"Picked up JAVA_TOOL_OPTIONS: -Xlog:disable\n", W),
+    (b"spark-class: line 71: /nonexistent/bin/java: No such file or directory\n", W),
     (b'Exception in thread "main" java.lang.NoClassDefFoundError: x\n', E),
     (b"26/11/24 23:52:49 FATAL Main: down\n", logging.CRITICAL),
-    (b"caf\xc3\xa9 \xff\n", I),
+    (b"caf\xc3\xa9 \xff\n", W),
 ]
 
 
