@@ -7,9 +7,10 @@
                             the oldest transaction still unread (what came after the stop point). As
                             ``binlog-cdc status`` measures it (:func:`.status.first_unread`: one short
                             side dump each); not told when unknown (a GTID-only start, a dump failed)
-``commit(table, seconds)``  each Iceberg commit of the run to a lake table (dotted name), from its
-                            first attempt to its end, conflict retries included, on the committing
-                            thread (:func:`..lake.commits.observe_commits`)
+``commit(table, seconds)``  each Iceberg commit of the drain to a lake table (dotted name; a
+                            re-snapshot's too, not those of an initial snapshot before the drain),
+                            from its first attempt to its end, conflict retries included, on the
+                            committing thread (:func:`..lake.commits.observe_commits`)
 ``tables(read, merged)``    at the end of the run, also of a failed one: per lake table the changes
                             (row changes and statements) read for it
                             (:attr:`~..lake.merge.ChangeMerger.read`) and the counts of the commits
