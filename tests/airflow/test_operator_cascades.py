@@ -84,9 +84,9 @@ def test_operator_warns_fails_or_ignores(
     mariadb.execute(f"INSERT INTO `{fk_db}`.c VALUES (10, 1), (20, 2)")
     ns = fk_db
 
-    def operator(destination: str, **kwargs: Any) -> BinlogToSparkOperator:
+    def operator(destination: str, namespace: str = ns, **kwargs: Any) -> BinlogToSparkOperator:
         return BinlogToSparkOperator(
-            task_id="load", destination=destination, tables={f"{fk_db}.*": f"lake.{ns}.{{table}}"},
+            task_id="load", destination=destination, tables={f"{fk_db}.*": f"lake.{namespace}.{{table}}"},
             start_from=start, warehouse=spark_warehouse, spark_master="local[2]", stop_spark=False, **kwargs,
         )  # fmt: skip
 
@@ -122,8 +122,9 @@ def test_operator_warns_fails_or_ignores(
     lake = sorted(r[0] for r in spark.sql(f"SELECT id FROM lake.{ns}.c").collect())
     assert lake == [10, 20], lake
 
-    # ignore: no warning, no summary entry
+    # ignore: no warning, no summary entry (its own lake tables: another destination fills lake.{ns})
     caplog.clear()
-    summary = operator(f"{ns}-ignore", on_cascade="ignore").execute(make_context(run_id="ignore"))
+    ignoring = operator(f"{ns}-ignore", f"{ns}_ignore", on_cascade="ignore")
+    summary = ignoring.execute(make_context(run_id="ignore"))
     assert "cascades" not in summary
     assert not any("fk_c_p" in r.getMessage() for r in caplog.records), caplog.text
