@@ -104,14 +104,23 @@ def alter_column_type_sql(table: str, column: LakeColumn) -> str:
 # ---- the merge of a piece ------------------------------------------------------------------------
 
 
-def key_condition(keys: Sequence[str], null_safe: bool) -> str:
+def key_condition(
+    keys: Sequence[str], null_safe: bool, key_ranges: Mapping[str, tuple[int, int]] | None = None
+) -> str:
     """The ``ON`` condition matching staged rows to table rows by ``keys``.
 
     :param null_safe: compare with ``<=>`` (configured key columns may be NULL), else ``=`` (a
         primary key is never NULL, and ``=`` lets Spark plan a plain equi-join).
+    :param key_ranges: integer key column -> ``(lowest, highest)`` of the staged rows (none of them
+        NULL there): the condition also bounds the table's side to that range, which matches exactly
+        the same rows (a table row outside it equals no staged key) but lets Iceberg skip every data
+        file whose column bounds lie outside it (new keys above the table's: no file is read).
     """
     op = "<=>" if null_safe else "="
-    return " AND ".join(f"t.{quote(k)} {op} s.{quote(k)}" for k in keys)
+    parts = [f"t.{quote(k)} {op} s.{quote(k)}" for k in keys]
+    for k, (lo, hi) in (key_ranges or {}).items():
+        parts.append(f"t.{quote(k)} >= {int(lo)} AND t.{quote(k)} <= {int(hi)}")
+    return " AND ".join(parts)
 
 
 def matched_actions_sql(table: str, view: str, keys: Sequence[str], null_safe: bool) -> str:
@@ -136,6 +145,7 @@ def merge_sql(
     upserts: bool = True,
     soft_delete: bool = False,
     with_meta: bool = False,
+    key_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
     """The ``MERGE INTO`` applying a staged piece: deletes (or soft deletes) of the keys staged as
     ``D``, updates and inserts of the rows staged as ``U``.
@@ -150,6 +160,7 @@ def merge_sql(
     :param soft_delete: a delete sets ``_cdc_deleted = true`` (an upsert sets it ``false``).
     :param with_meta: the view and table have ``_cdc_op``, ``_cdc_ts`` and ``_cdc_position``,
         set from the view by every clause.
+    :param key_ranges: as for :func:`key_condition`.
     """
     if not (deletes or upserts):
         raise ValueError("a MERGE needs deletes or upserts")
@@ -179,7 +190,7 @@ def merge_sql(
             f"WHEN NOT MATCHED AND {action} = 'U' THEN INSERT ({', '.join(insert_cols)}) "
             f"VALUES ({', '.join(insert_vals)})"
         )
-    on = key_condition(keys, null_safe)
+    on = key_condition(keys, null_safe, key_ranges)
     return f"MERGE INTO {table} t USING {quote(view)} s ON {on} " + " ".join(clauses)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from airflow_provider_binlog.lake.runner import Step
 from airflow_provider_binlog.lake.shard_actions import ScopedActions
 from airflow_provider_binlog.lake.shards import Shard, scope_sql, shard_of
 from airflow_provider_binlog.lake.staging import DEFAULT_CHUNK_ROWS, StagedViews
-from airflow_provider_binlog.lake.types import STRING, LakeColumn
+from airflow_provider_binlog.lake.types import BIGINT, INT, STRING, UBIGINT, LakeColumn
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,6 +78,33 @@ def piece_columns(
             out.append([utc_from_epoch(m[1]) if m else None for m in metas])
             out.append([str(m[2]) if m else None for m in metas])
         yield out
+
+
+KEY_RANGE_ENV = "BINLOG_CDC_KEY_RANGE"
+"""``off``: no key range in a MERGE's condition (:func:`key_ranges`; for measuring it)."""
+_INTEGER_TYPES = (INT, BIGINT, UBIGINT)  # staged as the decoder's ints, unchanged
+
+
+def key_ranges(
+    items: list[tuple[Any, Folded]], keys: tuple[str, ...], columns: list[LakeColumn]
+) -> dict[str, tuple[int, int]]:
+    """Integer key column -> the lowest and highest value a piece stages in it (a column with a NULL
+    or a non-integer value among them is left out), for :func:`.merge_sql.key_condition`."""
+    if not items or os.environ.get(KEY_RANGE_ENV, "").lower() in ("off", "0", "false"):
+        return {}
+    types = {c.name: c.type for c in columns}
+    found: dict[str, tuple[int, int]] = {}
+    for i, name in enumerate(keys):
+        if types.get(name) not in _INTEGER_TYPES:
+            continue
+        values = [key for key, _f in items] if len(keys) == 1 else [key[i] for key, _f in items]
+        try:
+            lo, hi = min(values), max(values)
+        except TypeError:  # a NULL (a configured key column), or mixed types
+            continue
+        if type(lo) is int and type(hi) is int and all(type(v) is int for v in values):
+            found[name] = (lo, hi)
+    return found
 
 
 def append_rows(
@@ -235,6 +263,7 @@ class Statements:
         del state
         deletes = sum(1 for _key, (values, _schema, _meta) in items if values is None)
         upserts = len(items) - deletes
+        ranges = key_ranges(items, keys, columns)
         view, stage_name, _ = self.views.stage(
             stage_cols, column_chunks=piece_columns(items, names, keys, with_meta, shard_at)
         )
@@ -250,6 +279,7 @@ class Statements:
             upserts=upserts > 0,
             soft_delete=opts.soft_delete,
             with_meta=with_meta,
+            key_ranges=ranges,
         )
         spark = self.spark
 
@@ -353,7 +383,6 @@ class Statements:
                 self.views.drop(view, stage_name)
 
         return run
-
 
     def _sources(self, target: str) -> int:
         """How many source tables of this destination are routed to ``target`` (known so far)."""

@@ -155,6 +155,38 @@ def test_reapplying_a_committed_batch_is_a_no_op(spark: Any) -> None:
     assert commits.read_mark(spark, target, "other") is None
 
 
+def test_a_merge_bounded_to_its_key_range_matches_the_same_rows(spark: Any) -> None:
+    """A piece's MERGE bounds the table's keys to the staged keys' range (so Iceberg skips data
+    files outside it): updates and deletes inside it still find their rows, keys above the table's
+    are inserted, rows outside it stay."""
+    schema = _simple_table()
+    target = f"lake.{_ns()}.t"
+    tables = {"db.t": target}
+    n = 0
+    for lo in (1, 101, 201):  # three commits: three data files with disjoint key bounds
+        batch: list[Entry] = [
+            _row(schema, Op.INSERT, n + i, None, {"id": k, "v": f"x{k}"})
+            for i, k in enumerate(range(lo, lo + 100))
+        ]
+        n += 100
+        merge_batch(spark, "dest", tables, batch, _end(batch))
+    batch = [
+        _row(schema, Op.UPDATE, n, {"id": 150, "v": "x150"}, {"id": 150, "v": "new"}),
+        _row(schema, Op.DELETE, n + 1, {"id": 160, "v": "x160"}, None),
+        _row(schema, Op.INSERT, n + 2, None, {"id": 400, "v": "y400"}),
+        _row(schema, Op.UPDATE, n + 3, {"id": 120, "v": "x120"}, {"id": 121, "v": "moved"}),
+    ]  # a key change 120 -> 121: a delete of 120 and an upsert of 121 (which replaces x121)
+    merge_batch(spark, "dest", tables, batch, _end(batch))
+    rows = {r[0]: r[1] for r in spark.table(target).collect()}
+    expected = {k: f"x{k}" for k in range(1, 301) if k not in (120, 160)}
+    expected.update({150: "new", 121: "moved", 400: "y400"})
+    assert rows == expected
+    # only new keys above the table's: inserted, nothing matched
+    batch = [_row(schema, Op.INSERT, n + 4 + i, None, {"id": k, "v": "z"}) for i, k in enumerate((500, 501))]
+    counts = merge_batch(spark, "dest", tables, batch, _end(batch))
+    assert counts[target].inserted == 2 and spark.table(target).count() == len(expected) + 2
+
+
 def test_marks_loaded_up_front_skip_what_the_lake_holds(spark: Any) -> None:
     """``load_marks`` (the operator calls it in the commit thread while the parser reads) reads the
     mark of every routed target, existing or not, and folding then skips what the lake holds."""

@@ -55,6 +55,37 @@ def test_key_condition_is_null_safe_only_for_configured_keys() -> None:
     )
 
 
+def test_key_ranges_bound_the_table_side_of_the_condition() -> None:
+    assert merge_sql.key_condition(["id", "x`y"], null_safe=False, key_ranges={"x`y": (-5, 12)}) == (
+        "t.`id` = s.`id` AND t.`x``y` = s.`x``y` AND t.`x``y` >= -5 AND t.`x``y` <= 12"
+    )
+    sql = merge_sql.merge_sql(TABLE, "v", ["id", "v"], ["id"], key_ranges={"id": (3, 9)})
+    assert " ON t.`id` = s.`id` AND t.`id` >= 3 AND t.`id` <= 9 WHEN " in sql
+
+
+def test_key_ranges_of_a_piece_only_for_integer_columns_without_nulls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_provider_binlog.lake.statements import KEY_RANGE_ENV, key_ranges
+    from airflow_provider_binlog.lake.types import INT, TIME, UBIGINT
+
+    def items(*keys: Any) -> list[tuple[Any, Any]]:
+        return [(k, (None, None, None)) for k in keys]
+
+    cols = [LakeColumn("id", BIGINT), LakeColumn("s", STRING), LakeColumn("n", INT)]
+    assert key_ranges(items(7, -2, 40), ("id",), cols) == {"id": (-2, 40)}
+    composite = items((5, "b", 1), (3, "a", None), (9, "c", 2))
+    assert key_ranges(composite, ("id", "s", "n"), cols) == {"id": (3, 9)}  # a NULL in n, s text
+    assert key_ranges(items(2**64 - 1, 0), ("u",), [LakeColumn("u", UBIGINT)]) == {"u": (0, 2**64 - 1)}
+    # a TIME key is staged as microseconds, not as the decoder's value: no range
+    times = items(datetime.timedelta(seconds=1), datetime.timedelta(seconds=2))
+    assert key_ranges(times, ("t",), [LakeColumn("t", TIME)]) == {}
+    assert key_ranges(items(True, 3), ("n",), cols) == {}
+    assert key_ranges([], ("id",), cols) == {}
+    monkeypatch.setenv(KEY_RANGE_ENV, "off")
+    assert key_ranges(items(1, 2), ("id",), cols) == {}
+
+
 def test_merge_of_upserts_and_deletes() -> None:
     sql = merge_sql.merge_sql(TABLE, "v1", ["id", "it's"], ["id"])
     assert sql == (
