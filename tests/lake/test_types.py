@@ -195,6 +195,7 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
     java = conf["spark.driver.extraJavaOptions"].split()
     assert "-XX:TieredStopAtLevel=1" in java and "-XX:+UseParallelGC" in java
+    assert "-XX:ReservedCodeCacheSize=240m" in java  # the quick JIT's 48 MB fill up over many tables
     # a local driver is its own executor: the jars go on its class path (where the class archive
     # covers them); a cluster gets them through spark.jars
     assert "spark.jars" not in conf
