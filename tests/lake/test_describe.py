@@ -1,8 +1,11 @@
 """What a run's lineage says of its sources (pure Python, no Spark): the source tables of a chunk and
 their columns' binlog types (:mod:`airflow_provider_binlog.lake.describe`; the lake side, read from
-Iceberg, is checked by ``tests/airflow/test_operator_lineage.py``)."""
+Iceberg, is checked by ``tests/airflow/test_operator_lineage.py``), and one Spark test: the lake side
+read from the Iceberg table says what ``DESCRIBE TABLE EXTENDED`` says."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -11,7 +14,13 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.describe import chunk_sources, source_columns, source_type
+from airflow_provider_binlog.lake.describe import (
+    chunk_sources,
+    describe_statement,
+    describe_table,
+    source_columns,
+    source_type,
+)
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.pending import Pending
 
@@ -64,3 +73,24 @@ def test_chunk_sources_leave_out_what_the_lake_holds() -> None:
     pending = Pending.new(TargetOptions(), mark)
     pending.add([_change(0, A1)], "lake.db.t")
     assert chunk_sources(pending) == {}
+
+
+@pytest.mark.spark
+def test_the_lake_side_is_what_describe_says(spark: Any) -> None:
+    """Every mapped type, option columns and a partition spec: the Iceberg table's location and the
+    resolved columns equal ``DESCRIBE TABLE EXTENDED``'s (which came first and stays the fallback)."""
+    import random
+    import uuid
+
+    from airflow_provider_binlog.lake.merge import merge_batch
+
+    from .model import SourceTable, all_type_columns
+
+    src = SourceTable("db", "every type", all_type_columns(), random.Random(3))
+    batch = [src.insert() for _ in range(5)]
+    target = f"lake.`d{uuid.uuid4().hex[:6]}`.`odd.name`"
+    opts = TargetOptions(metadata_columns=True, soft_delete=True, partition_by=("bucket(4, id)",))
+    merge_batch(spark, "dest", {"db.every type": target}, batch, batch[-1].end_position, options=opts)
+    fast, statement = describe_table(spark, target), describe_statement(spark, target)
+    assert fast == statement
+    assert fast["location"] and len(fast["columns"]) == len(src.all_columns) + 4  # +op, ts, position, deleted
