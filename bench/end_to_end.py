@@ -59,7 +59,8 @@ driver's temporary directory, ``warehouse`` = the default ``<warehouse>/_binlog_
 destination of its own with its own warehouse: run A of every variant loads the base, then the
 workload is written once, then the measured runs B go one after the other over the same binlog
 range, and their figures are printed side by side; ``--variant-env K=V`` adds a variant whose run
-process has these environment variables (a product toggle measured A/B). A master other than
+process has these environment variables (a product toggle measured A/B; ``BENCH_PRODUCT=<checkout>``
+runs that checkout's package, e.g. a ``git worktree`` of an earlier commit). A master other than
 ``local`` is compared with ``local[2]`` unless ``--no-compare-local``.
 
 Measured 2026-11-24 16:49 UTC, 2 cores (load average 1.5 at the start: other benchmarks had just
@@ -429,7 +430,7 @@ class Probe:
         self.seconds: dict[str, float] = {}
         self.commits: list[float] = []
         self.loads: list[float] = []
-        self.progress: list[tuple[float, int, int]] = []  # (monotonic, read, in the lake)
+        self.progress: list[tuple[float, int, int, int]] = []  # (monotonic, read, in the lake, RSS)
         self.lock = threading.Lock()
 
     def spent(self, what: str, seconds: float) -> None:
@@ -475,14 +476,17 @@ class Probe:
                 self.spent("marks", time.perf_counter() - t0)
 
         merge.ChangeMerger.load_marks = timed_marks  # type: ignore[method-assign]
+        import psutil
+
         line = re.compile(r"(\d+) changes read \(.*?\), (\d+) in the lake")
         probe = self
+        me = psutil.Process()
 
         class Progress(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
                 m = line.search(record.getMessage())
                 if m:
-                    probe.progress.append((time.monotonic(), int(m[1]), int(m[2])))
+                    probe.progress.append((time.monotonic(), int(m[1]), int(m[2]), me.memory_info().rss))
 
         logging.getLogger().addHandler(Progress())
 
@@ -500,6 +504,8 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     """Child process: one drain run (what ``BinlogToSparkOperator.execute`` runs; optionally under
     cProfile)."""
     os.environ.update(params["env"])
+    if params["env"].get("BENCH_PRODUCT"):  # another checkout's package (an A/B of two builds)
+        sys.path.insert(0, params["env"]["BENCH_PRODUCT"])
     import logging
 
     logging.basicConfig(level=logging.INFO, format="    [op] %(message)s", force=True)
@@ -694,6 +700,7 @@ def report_run(name: str, r: dict[str, Any], expected: int | None) -> None:
             for a, b in itertools.pairwise(progress)
         ]
         print(f"  rates between progress lines (read/merged changes per s): {' '.join(rates)}")
+        print(f"  operator RSS at the progress lines (MB): {' '.join(f'{p[3] >> 20}' for p in progress)}")
 
 
 def issue_target(args: Any, rate: float, wall: float, rss: int) -> tuple[str, bool]:
