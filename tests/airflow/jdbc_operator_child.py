@@ -19,13 +19,16 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
     for noisy in ("py4j", "kazoo"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from airflow_provider_binlog.lake.options import TargetOptions
     from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
     cfg = json.loads(sys.argv[1])
+    # several destinations into one table: their keys are declared unique across them
+    options = TargetOptions(unique_keys=True) if cfg.get("unique_keys") else None
     op = BinlogToSparkOperator(
         task_id="load", destination=cfg["destination"], tables=cfg["tables"], catalog=cfg["catalog"],
         catalog_conn_id=cfg["catalog_conn_id"], start_from=cfg["start_from"], spark_master="local[1]",
-        spark_conf={"spark.driver.memory": "512m"}, running_timeout=120,
+        spark_conf={"spark.driver.memory": "512m"}, running_timeout=120, target_options=options,
     )  # fmt: skip
     ti = SimpleNamespace(dag_id="tests", task_id="load", try_number=1, run_id=cfg["run_id"])
     summary = op.execute({"ti": ti, "run_id": cfg["run_id"]})  # type: ignore[arg-type]

@@ -194,11 +194,15 @@ def test_two_operators_commit_disjoint_keys_of_one_table_at_the_same_time(
     """Sources ``t_a`` and ``t_b`` (disjoint keys) feed one lake table through two destinations, each
     operator a process of its own. Round 1: A pauses between reading the table and its MERGE, B runs,
     A continues and retries its conflict. Rounds 2 and 3 run both at once. The lake table holds
-    exactly the rows of both sources, value by value, none twice."""
-    db, start = source_db, _head(mariadb)
+    exactly the rows of both sources, value by value, none twice. The keys are disjoint, so the
+    target is declared ``unique_keys=True`` (without it the second destination is refused)."""
+    db = source_db
     target = f"{jdbc.name}.{db}.t"
     for t in ("t_a", "t_b"):
         mariadb.execute(f"CREATE TABLE `{db}`.{t} (id INT PRIMARY KEY, a INT, b VARCHAR(20))")
+    # after the CREATEs: a CREATE TABLE read by one destination would restart the shared lake table,
+    # which a target without a shard column refuses (it cannot tell that source's rows apart)
+    start = _head(mariadb)
     base = {"a": 0, "b": 100_000}
     written = {"a": 0, "b": 0}
 
@@ -213,7 +217,8 @@ def test_two_operators_commit_disjoint_keys_of_one_table_at_the_same_time(
 
     def start_run(name: str, r: int, failpoints: str = "") -> Run:
         cfg = {"destination": f"jdbc-{db}-{name}", "tables": {f"{db}.t_{name}": target}, "catalog": jdbc.name,
-               "catalog_conn_id": jdbc.conn_id, "start_from": start, "run_id": f"r{r}"}  # fmt: skip
+               "catalog_conn_id": jdbc.conn_id, "start_from": start, "run_id": f"r{r}",
+               "unique_keys": True}  # fmt: skip
         return Run(cfg, tmp_path / f"run-{name}-{r}.log", failpoints)
 
     runs: list[Run] = []
