@@ -106,8 +106,8 @@ class SparkStandalone:
     :param worker_memory: memory the worker offers (``1g``).
     :param isolate_worker: run the worker in its own mount namespace with a private ``/tmp``.
     :param shared: directories the isolated worker sees at their own paths (the warehouse); only
-        those under ``/tmp`` need it (the rest of the filesystem is not hidden). ``workdir`` is
-        always shared.
+        those under ``/tmp`` need it (the rest of the filesystem is not hidden). ``workdir`` and
+        the Spark installation are always shared.
     """
 
     workdir: Path
@@ -147,7 +147,8 @@ class SparkStandalone:
         if os.geteuid() != 0 or shutil.which("unshare") is None:
             raise ServiceStartError("an isolated Spark worker needs root and unshare (util-linux)")
         self._hold = tempfile.mkdtemp(prefix="binlog-cdc-ns-hold-", dir="/var/tmp")
-        shared = [os.path.abspath(p) for p in (*self.shared, str(self.workdir))]
+        # Spark itself too: a checkout (and its virtualenv) may live under /tmp, like a CI clone
+        shared = [os.path.abspath(p) for p in (*self.shared, str(self.workdir), str(spark_home()))]
         script = ["sh", "-c", _ISOLATE, "isolate", self._hold, str(len(shared)), *shared]
         return ["unshare", "--mount", "--propagation", "private", "--", *script]
 
