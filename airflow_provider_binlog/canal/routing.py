@@ -333,6 +333,7 @@ def shared_targets(routes: Mapping[str, str]) -> dict[str, list[str]]:
     many: set[tuple[str, ...]] = set()
     for source, target in routes.items():
         try:
+            target_parts(target, source)  # only {schema} and {table} as placeholders
             parts = tuple(p.lower() for p in parse_name(target))
             schema, table = ("*", "*") if is_regex_source(source) else source_parts(source)
         except ConfigurationError:
