@@ -46,7 +46,8 @@ views.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pymysql
@@ -115,29 +116,48 @@ def consistent_start(connect: Callable[[], Any], where: str) -> BinlogPosition:
 
 def _locked_head(cur: Any, where: str) -> BinlogPosition | None:
     """The head read under a brief global read lock (MySQL)."""
+    remedy = (
+        "Grant RELOAD to the snapshot user, or load the existing rows another way and use "
+        "snapshot='never' with start_from"
+    )
+    with global_read_lock(cur, where, SnapshotError, "the snapshot's binlog start", remedy):
+        return head(cur)
+
+
+@contextmanager
+def global_read_lock(
+    cur: Any, where: str, error: Callable[[str], Exception], what: str, remedy: str
+) -> Iterator[None]:
+    """Hold ``FLUSH TABLES WITH READ LOCK`` on ``cur`` for the block (at most
+    :data:`LOCK_WAIT_SECONDS` waited for it), then ``UNLOCK TABLES``: on MySQL the only way to read
+    a position that no committing transaction straddles.
+
+    :param where: ``user@host:port`` for messages.
+    :param error: builds the exception raised when the lock cannot be taken, from its message.
+    :param what: what the lock is for, for the messages (``"the snapshot's binlog start"``).
+    :param remedy: the message's last sentence when the ``RELOAD`` privilege is missing.
+    """
     cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_SECONDS}")
     try:
         cur.execute("FLUSH TABLES WITH READ LOCK")
     except pymysql.err.MySQLError as exc:
         code = exc.args[0] if exc.args else None
         if code in _NO_PRIVILEGE:
-            raise SnapshotError(
-                f"{where} lacks the RELOAD privilege (error {code}): on MySQL the snapshot's binlog start "
-                "is read under a brief FLUSH TABLES WITH READ LOCK, the only way there to get a position "
-                "that no committing transaction straddles (MariaDB and Percona Server report one without "
-                "a lock). Grant RELOAD to the snapshot user, or load the existing rows another way and "
-                "use snapshot='never' with start_from"
+            raise error(
+                f"{where} lacks the RELOAD privilege (error {code}): on MySQL {what} is read under a brief "
+                "FLUSH TABLES WITH READ LOCK, the only way there to get a position that no committing "
+                "transaction straddles (MariaDB and Percona Server report one without a lock). " + remedy
             ) from None
         if code == _LOCK_WAIT_TIMEOUT:
-            raise SnapshotError(
+            raise error(
                 f"FLUSH TABLES WITH READ LOCK on {where} waited {LOCK_WAIT_SECONDS}s behind running "
-                "statements (long queries or open LOCK TABLES); start the snapshot again when they end"
+                "statements (long queries or open LOCK TABLES); try again when they end"
             ) from None
         raise
     try:
-        return head(cur)
+        yield
     finally:
         cur.execute("UNLOCK TABLES")
 
 
-__all__ = ["consistent_read", "consistent_start", "head", "snapshot_status"]
+__all__ = ["consistent_read", "consistent_start", "global_read_lock", "head", "snapshot_status"]

@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pymysql
-
 from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal.change import DdlEntry, Entry, OrderKey, RowChange
@@ -38,11 +36,10 @@ from airflow_provider_binlog.canal.convert import EntryConverter
 from airflow_provider_binlog.canal.errors import CanalError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.canal.snapshot_position import LOCK_WAIT_SECONDS, consistent_read, head
+from airflow_provider_binlog.canal.snapshot_position import consistent_read, global_read_lock, head
 from airflow_provider_binlog.canal.xa_lookback import XaLookback
 
 DESTINATION = "binlog-cdc-verify"
-_NO_PRIVILEGE = (1044, 1045, 1142, 1227)
 
 
 class VerifyPositionError(CanalError):
@@ -61,25 +58,10 @@ def open_snapshot(conn: Any, where: str) -> BinlogPosition:
         if pos is not None:
             return pos
         cur.execute("ROLLBACK")
-        cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_SECONDS}")
-        try:
-            cur.execute("FLUSH TABLES WITH READ LOCK")
-        except pymysql.err.MySQLError as exc:
-            code = exc.args[0] if exc.args else None
-            if code in _NO_PRIVILEGE:
-                raise VerifyPositionError(
-                    f"{where} lacks the RELOAD privilege (error {code}): on MySQL the read's binlog position "
-                    "is taken under a brief FLUSH TABLES WITH READ LOCK; grant RELOAD, or verify without "
-                    "--at-cursor while the source is quiet"
-                ) from None
-            raise VerifyPositionError(
-                f"FLUSH TABLES WITH READ LOCK on {where} failed: {exc.args[-1] if exc.args else exc}"
-            ) from None
-        try:
+        remedy = "Grant RELOAD, or verify without --at-cursor while the source is quiet"
+        with global_read_lock(cur, where, VerifyPositionError, "the read's binlog position", remedy):
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            pos = head(cur)
-        finally:
-            cur.execute("UNLOCK TABLES")  # the global read lock only: the transaction stays open
+            pos = head(cur)  # UNLOCK TABLES ends the global read lock only: the transaction stays
     if pos is None:
         raise VerifyPositionError(f"binary logging is off on {where}: there is no position to compare at")
     return pos

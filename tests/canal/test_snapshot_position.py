@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.snapshot_position import SNAPSHOT_STATUS_SQL, consistent_start
 from airflow_provider_binlog.canal.snapshot_values import SnapshotError
+from airflow_provider_binlog.canal.verify_source import VerifyPositionError, open_snapshot
 
 MARIADB_STATUS = [("Binlog_snapshot_file", "mysql-bin.000007"), ("Binlog_snapshot_position", "4242")]
 
@@ -110,6 +111,28 @@ def test_binary_logging_off() -> None:
     conn = ScriptedConnection({})  # no snapshot status, no master status
     with pytest.raises(SnapshotError, match="binary logging is off on repl@db:3306"):
         consistent_start(lambda: conn, "repl@db:3306")
+
+
+def test_verify_read_on_mysql_starts_its_transaction_inside_the_lock() -> None:
+    conn = ScriptedConnection({"SHOW MASTER STATUS": [("binlog.000004", 99, "", "", "")]})
+    assert open_snapshot(conn, "repl@db:3306") == BinlogPosition("binlog.000004", 99)
+    lock = conn.ran.index("FLUSH TABLES WITH READ LOCK")
+    assert conn.ran[lock + 1 :] == [
+        "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+        "SHOW MASTER STATUS",
+        "UNLOCK TABLES",
+    ]
+    assert "ROLLBACK" in conn.ran[:lock]
+
+
+def test_verify_read_without_reload_names_its_own_remedy() -> None:
+    denied = pymysql.err.OperationalError(1227, "Access denied; you need the RELOAD privilege")
+    conn = ScriptedConnection({"FLUSH TABLES WITH READ LOCK": denied})
+    with pytest.raises(VerifyPositionError) as err:
+        open_snapshot(conn, "repl@db:3306")
+    text = str(err.value)
+    assert "repl@db:3306" in text and "the read's binlog position" in text and "--at-cursor" in text
+    assert "START TRANSACTION WITH CONSISTENT SNAPSHOT" not in conn.ran[1:]
 
 
 class ScriptedChunkConnection(ScriptedConnection):
