@@ -1,34 +1,53 @@
-"""Benchmark: decode a binlog of inserts and updates with this client and with python-mysql-replication.
+"""Benchmark: decode a binlog of inserts and updates with this client and with python-mysql-replication,
+and drain the same range through the canal instance.
 
 Loads ``--rows`` inserts (default 200k) and half as many updates of an 11-column table into a
 throwaway MariaDB (``airflow_provider_binlog.dev.services``), then reads the whole binlog of that
-load over the replication protocol twice, in the same run, touching every value of every row image:
+load over the replication protocol, in the same run, touching every value of every row image:
 
 * ours: :class:`~airflow_provider_binlog.binlog.client.ReplicationClient` (file:pos dump up to the
-  head position), every value of ``RowsEvent.rows``;
+  head position), every value of ``RowsEvent.rows`` (the raw decode);
+* instance: :class:`~airflow_provider_binlog.canal.instance.CanalInstance` from the same file:pos
+  up to the same head (reader thread: read, decode, filter ``bench\\.t``, convert to ``RowChange``,
+  put into the store; this thread: ``get_without_ack`` / ``ack`` batch by batch of ``--batch``
+  entries, nothing merged), every value of every ``RowChange.before`` / ``after``; the meta store
+  is the in-memory one (cursor and marks cost a dict write per batch, no file or ZooKeeper);
 * baseline: ``pymysqlreplication.BinLogStreamReader`` from the same file:pos (non-blocking), every
   value of ``event.rows``.
 
-Prints rows/s for both (wall clock, and the process's CPU time, which shared or busy machines
-distort less) and the ratio last. Run: ``.venv/bin/python bench/parse_throughput.py``
-(``--rows 20000`` for a quick run, ``--repeat N`` to take the best of N decoding passes).
+Prints rows/s for each (wall clock, and the process's CPU time, which shared or busy machines
+distort less; the instance's CPU counts both its threads), the ratio ours / python-mysql-replication,
+and the instance's cost over the raw decode (instance time / raw decode time, wall and CPU; the
+target of issue #20 is <= 1.5x). Run: ``.venv/bin/python bench/parse_throughput.py``
+(``--rows 20000`` for a quick run, ``--repeat N`` to take the best of N passes per mode,
+``--modes ours,instance`` to leave the baseline out).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# BENCH_PRODUCT=<checkout>: a pass's child process imports that checkout's package (A/B of two builds)
+sys.path.insert(0, os.environ.get("BENCH_PRODUCT") or str(Path(__file__).resolve().parents[1]))
 
 import benchtable
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.binlog.rows import RowsEvent
+from airflow_provider_binlog.canal.change import RowChange
+from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
+from airflow_provider_binlog.canal.meta.memory import MemoryMetaManager
+from airflow_provider_binlog.canal.start import StartSpec
 from airflow_provider_binlog.dev.services import MariaDbServer
 
 BATCH = 1000
@@ -65,7 +84,7 @@ def touch(row: dict[str, Any]) -> int:
     return n
 
 
-def ours(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float, float]:
+def ours(server: Any, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float, float]:
     client = ReplicationClient(
         ReplicationConfig(
             host=server.host, port=server.port, user=server.repl_user, password=server.repl_password
@@ -87,7 +106,42 @@ def ours(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition) -> 
     return rows, time.perf_counter() - t0, time.process_time() - c0
 
 
-def baseline(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float, float]:
+def instance(
+    server: Any, start: BinlogPosition, head: BinlogPosition, batch_size: int = 5000
+) -> tuple[int, float, float]:
+    """The canal instance drained from ``start`` to ``head``, batch by batch (see the module docstring)."""
+    source = ReplicationConfig(
+        host=server.host, port=server.port, user=server.repl_user, password=server.repl_password
+    )
+    config = InstanceConfig(
+        "bench-parse", source, TableFilter(r"bench\.t"), start=StartSpec(position=str(start))
+    )
+    inst = CanalInstance(config, MemoryMetaManager())
+    rows = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    inst.subscribe(stop_at=head)
+    try:
+        deadline = time.monotonic() + 3600
+        while not inst.done:
+            if time.monotonic() > deadline:
+                raise SystemExit("the instance did not reach the head within an hour")
+            batch = inst.get_without_ack(batch_size, timeout=1.0)
+            if batch.id is None:
+                continue
+            for e in batch.entries:
+                if type(e) is RowChange:
+                    if e.before is not None:
+                        touch(e.before)
+                    if e.after is not None:
+                        touch(e.after)
+                    rows += 1
+            inst.ack(batch.id)
+    finally:
+        inst.close()
+    return rows, time.perf_counter() - t0, time.process_time() - c0
+
+
+def baseline(server: Any, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float, float]:
     from pymysqlreplication.binlogstream import BinLogStreamReader
     from pymysqlreplication.event import XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -125,39 +179,111 @@ def baseline(server: MariaDbServer, start: BinlogPosition, head: BinlogPosition)
     return rows, time.perf_counter() - t0, time.process_time() - c0
 
 
+def _child(spec: str) -> int:
+    """One pass in this (child) process: ``spec`` is JSON (mode, server address and users, range)."""
+    from airflow_provider_binlog.binlog import values
+
+    p = json.loads(spec)
+    server = SimpleNamespace(**p["server"])
+    start, head = BinlogPosition.parse(p["start"]), BinlogPosition.parse(p["head"])
+    run = {"ours": ours, "instance": lambda *a: instance(*a, p["batch"]), "base": baseline}[p["mode"]]
+    n, wall, cpu = run(server, start, head)  # type: ignore[operator]
+    print(json.dumps({"rows": n, "wall": wall, "cpu": cpu, "native": values.native_available()}))
+    return 0
+
+
+def run_pass(mode: str, product: str, server: MariaDbServer, start: BinlogPosition, head: BinlogPosition,
+             batch: int) -> dict[str, Any]:  # fmt: skip
+    """One pass in a fresh interpreter (every mode starts alike; ``product`` a checkout or "")."""
+    spec = {
+        "mode": mode,
+        "batch": batch,
+        "start": str(start),
+        "head": str(head),
+        "server": {
+            "host": server.host, "port": server.port, "repl_user": server.repl_user,
+            "repl_password": server.repl_password, "root_user": server.root_user,
+            "root_password": server.root_password,
+        },
+    }  # fmt: skip
+    env = {**os.environ, "BENCH_PRODUCT": product}
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        env=env, capture_output=True, text=True, timeout=3600, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} pass ({product or 'this checkout'}) failed:\n{out.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rows", type=int, default=200_000, help="inserted rows (updates: half as many)")
-    ap.add_argument("--repeat", type=int, default=1, help="decoding passes per library (best is kept)")
+    ap.add_argument("--repeat", type=int, default=1, help="passes per mode (best is kept)")
+    ap.add_argument("--modes", default="ours,instance,base", help="comma-separated: ours, instance, base")
+    ap.add_argument("--batch", type=int, default=5000, help="the instance's get_without_ack batch size")
+    ap.add_argument(
+        "--product",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also run ours and instance with another checkout's package (e.g. a git worktree of an "
+        "earlier commit, its C decoder built) over the same range: an A/B of two builds",
+    )
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child is not None:
+        return _child(args.child)
+    modes = args.modes.split(",")
+    products = [("this", "")] + [tuple(x.split("=", 1)) for x in args.product]
     server = MariaDbServer(server_id=1).start()
     try:
         t0 = time.perf_counter()
         start, head = load(server, args.rows)
-        print(f"loaded {args.rows} inserts + {args.rows // 2} updates in {time.perf_counter() - t0:.1f} s; "
+        load_avg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; load average {load_avg}; loaded {args.rows} "
+              f"inserts + {args.rows // 2} updates in {time.perf_counter() - t0:.1f} s; "
               f"binlog {start} .. {head}")  # fmt: skip
-        best: dict[str, list[float]] = {"ours": [0.0, 0.0], "base": [0.0, 0.0]}
-        counts = {"ours": 0, "base": 0}
-        for _ in range(args.repeat):
-            for key, label, run in (
-                ("ours", "ours (binlog.client)     ", lambda: ours(server, start, head)),
-                ("base", "python-mysql-replication ", lambda: baseline(server, start, head)),
-            ):
-                n, wall, cpu = run()
-                counts[key] = n
-                best[key] = [max(best[key][0], n / wall), max(best[key][1], n / cpu)]
-                print(f"{label}: {n} rows in {wall:.2f} s = {n / wall:,.0f} rows/s "
-                      f"(CPU {cpu:.2f} s = {n / cpu:,.0f} rows/s)")  # fmt: skip
+        labels = {
+            "ours": "raw decode (binlog.client)",
+            "instance": "canal instance",
+            "base": "python-mysql-replication",
+        }
+        best: dict[tuple[str, str], list[float]] = {}  # (product, mode) -> [best wall s, best CPU s]
+        counts: dict[tuple[str, str], int] = {}
+        for k in range(args.repeat):
+            for label, product in products:
+                for mode in modes:
+                    if mode == "base" and product:
+                        continue  # the baseline does not depend on the product
+                    r = run_pass(mode, product, server, start, head, args.batch)
+                    n, wall, cpu = r["rows"], r["wall"], r["cpu"]
+                    counts[label, mode] = n
+                    prev = best.get((label, mode), [float("inf"), float("inf")])
+                    best[label, mode] = [min(prev[0], wall), min(prev[1], cpu)]
+                    native = "" if mode == "base" else f", C decoder {'on' if r['native'] else 'off'}"
+                    print(f"pass {k + 1} {label:>6} {labels[mode]:27}: {n} rows in {wall:.2f} s = "
+                          f"{n / wall:,.0f} rows/s (CPU {cpu:.2f} s = {n / cpu:,.0f} rows/s"
+                          f"{native})")  # fmt: skip
+        load_avg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"load average after the passes: {load_avg}")
         expected = args.rows + args.rows // 2
-        if counts["ours"] != expected or counts["base"] != expected:
+        if any(n != expected for n in counts.values()):
             print(f"row counts differ from {expected}: {counts}", file=sys.stderr)
             return 1
-        wall_ratio = best["ours"][0] / best["base"][0]
-        cpu_ratio = best["ours"][1] / best["base"][1]
-        print(
-            f"ratio (ours / python-mysql-replication): {wall_ratio:.1f}x wall clock,"
-            f" {cpu_ratio:.1f}x CPU time"
-        )
+        if ("this", "ours") in best and ("this", "base") in best:
+            o, b = best["this", "ours"], best["this", "base"]
+            print(f"ratio (ours / python-mysql-replication): {b[0] / o[0]:.1f}x wall clock, "
+                  f"{b[1] / o[1]:.1f}x CPU time")  # fmt: skip
+        for label, _ in products:
+            if (label, "ours") in best and (label, "instance") in best:
+                o, i = best[label, "ours"], best[label, "instance"]
+                per_row = (i[1] - o[1]) / expected * 1e6
+                print(f"{label}: instance / raw decode (best of {args.repeat} each): "
+                      f"{i[0] / o[0]:.2f}x wall clock, {i[1] / o[1]:.2f}x CPU time (target <= 1.5x); "
+                      f"the instance layer costs {per_row:.2f} CPU-us per row over the raw decode's "
+                      f"{o[1] / expected * 1e6:.2f}")  # fmt: skip
         return 0
     finally:
         server.stop()

@@ -15,10 +15,20 @@ from airflow_provider_binlog.errors import ConfigurationError
 _SUFFIX = re.compile(r"\.(\d+)$")
 
 
+_FILE_NUMBERS: dict[str, int] = {}
+
+
 def file_number(name: str) -> int:
-    """Return the numeric suffix of a binlog file name (``mysql-bin.000042`` -> 42), or 0 if none."""
-    m = _SUFFIX.search(name)
-    return int(m.group(1)) if m else 0
+    """Return the numeric suffix of a binlog file name (``mysql-bin.000042`` -> 42), or 0 if none.
+
+    Remembered per name (the parser asks for every row event's file; a handful of names a run)."""
+    n = _FILE_NUMBERS.get(name)
+    if n is None:
+        m = _SUFFIX.search(name)
+        n = int(m.group(1)) if m else 0
+        if len(_FILE_NUMBERS) < 4096:
+            _FILE_NUMBERS[name] = n
+    return n
 
 
 @total_ordering

@@ -121,6 +121,7 @@ from airflow_provider_binlog.errors import ConfigurationError
 log = logging.getLogger(__name__)
 
 _OPS = {"insert": Op.INSERT, "update": Op.UPDATE, "delete": Op.DELETE}
+_new_key = tuple.__new__
 _HEARTBEATS = (EventType.HEARTBEAT_LOG_EVENT, EventType.HEARTBEAT_LOG_EVENT_V2)
 
 GtidPosition = MariadbGtidList | MysqlGtidSet
@@ -583,46 +584,55 @@ class EntryConverter:
                 "column metadata (binlog_row_metadata=MINIMAL) and information_schema could not be "
                 "read; set binlog_row_metadata=FULL or give the user SELECT on the table"
             )
-        ts = flt.table_schema(ts, event.position)  # refused tables stop here; column rules project it
+        pos, end = event.position, event.end_position
+        ts = flt.table_schema(ts, pos)  # refused tables stop here; column rules project it
         pk = ts.primary_key
-        op = _OPS[body.kind]
+        kind = body.kind
+        op = _OPS[kind]
         txn = self._txn
         txn.has_rows = True
         timestamp = txn.commit_ts or event.header.timestamp
-        has_rules = flt.has_column_rules(schema, table)
         fn = file_number(event.file)
         pidx = event.payload_index if event.payload_index is not None else -1
-        pos, end = event.position, event.end_position
+        ep = event.pos
         dest, gtid = self.destination, txn.gtid
-        out: list[Entry] = []
-        for i, (before, after) in enumerate(body.images()):
-            if has_rules:
-                before = flt.project(schema, table, before, pk)
-                after = flt.project(schema, table, after, pk)
-            out.append(
+        rows = body.rows
+        # The per-row loop of the parser thread: one comprehension per kind, order keys built with
+        # tuple.__new__ (an OrderKey(...) call runs namedtuple's Python __new__: twice the cost).
+        if flt.has_column_rules(schema, table):
+            project = flt.project
+            out: list[Entry] = [
                 RowChange(
-                    dest,
-                    schema,
-                    table,
-                    op,
-                    before,
-                    after,
-                    pk,
-                    pos,
-                    end,
-                    gtid,
-                    timestamp,
-                    OrderKey(fn, event.pos, pidx, i),
-                    ts,
+                    dest, schema, table, op, project(schema, table, b, pk), project(schema, table, a, pk),
+                    pk, pos, end, gtid, timestamp, _new_key(OrderKey, (fn, ep, pidx, i)), ts,
                 )
-            )
+                for i, (b, a) in enumerate(body.images())
+            ]  # fmt: skip
+        elif kind == "update":
+            out = [
+                RowChange(dest, schema, table, op, b, a, pk, pos, end, gtid, timestamp,
+                          _new_key(OrderKey, (fn, ep, pidx, i)), ts)
+                for i, (b, a) in enumerate(rows)
+            ]  # fmt: skip
+        elif kind == "insert":
+            out = [
+                RowChange(dest, schema, table, op, None, a, pk, pos, end, gtid, timestamp,
+                          _new_key(OrderKey, (fn, ep, pidx, i)), ts)
+                for i, a in enumerate(rows)
+            ]  # fmt: skip
+        else:
+            out = [
+                RowChange(dest, schema, table, op, b, None, pk, pos, end, gtid, timestamp,
+                          _new_key(OrderKey, (fn, ep, pidx, i)), ts)
+                for i, b in enumerate(rows)
+            ]  # fmt: skip
         if not out:
             return
         if txn.xa_rows is not None:  # an XA transaction's rows wait for its XA COMMIT
             txn.xa_rows.extend(out)  # type: ignore[arg-type]
             return
         first = out[0]
-        assert isinstance(first, RowChange)
+        assert type(first) is RowChange
         size_each = row_size(
             len(first.before or ()) + len(first.after or ()),
             (first.before is not None) + (first.after is not None),

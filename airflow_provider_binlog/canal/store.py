@@ -178,6 +178,8 @@ class EventStore:
         self._outstanding: OrderedDict[int, Batch] = OrderedDict()
         self._released: dict[int, int | None] = {}  # released batch id -> its durable sequence
         self._producer_waiting = False
+        self._consumers_waiting = 0
+        self._wake_at = 0  # put sequence a waiting consumer's batch is complete at (see _wake)
         self._flushed = False
         self._closed = False
         self._generation = 0
@@ -246,7 +248,7 @@ class EventStore:
                 held += 1
                 if held > self.peak_entries:
                     self.peak_entries = held
-            self._not_empty.notify_all()
+            self._wake()
         return count
 
     def _fits(self, n: int, size_each: int) -> bool:
@@ -273,8 +275,15 @@ class EventStore:
         self._flushed = False
         self.peak_bytes = max(self.peak_bytes, self._used_bytes)
         self.peak_entries = max(self.peak_entries, seq - self._release_seq)
-        self._not_empty.notify_all()
+        self._wake()
         return n
+
+    def _wake(self) -> None:
+        """After a put: wake waiting consumers once one of them can return (its batch is complete
+        or the buffer is full), not at every put (lock held). A consumer woken per rows event
+        would take the GIL and the lock back thousands of times per batch only to wait again."""
+        if self._put_seq >= self._wake_at or self._full():
+            self._not_empty.notify_all()
 
     def flush(self) -> None:
         """Tell waiting consumers that no more entries come for now (e.g. the stop position was
@@ -312,7 +321,15 @@ class EventStore:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                self._not_empty.wait(remaining)
+                want = self._get_seq + batch_size
+                self._wake_at = want if not self._consumers_waiting else min(self._wake_at, want)
+                self._consumers_waiting += 1
+                try:
+                    self._not_empty.wait(remaining)
+                finally:
+                    self._consumers_waiting -= 1
+                    if not self._consumers_waiting:
+                        self._wake_at = 0
             n = min(batch_size, self._put_seq - self._get_seq)
             start = self._get_seq
             if n == 0:
@@ -392,12 +409,15 @@ class EventStore:
             self._not_full.notify_all()
 
     def _drop(self, batch: Batch) -> None:
-        cap = self.max_entries
-        for seq in range(batch.start_seq, batch.end_seq):
-            slot = seq % cap
-            self._used_bytes -= self._sizes[slot]
-            self._ring[slot] = None
-            self._sizes[slot] = 0
+        """Clear the batch's slots (one or two slices of the ring: it may wrap around)."""
+        cap, ring, sizes = self.max_entries, self._ring, self._sizes
+        n = batch.end_seq - batch.start_seq
+        first = batch.start_seq % cap
+        for lo, hi in ((first, min(first + n, cap)), (0, max(0, first + n - cap))):
+            if hi > lo:
+                self._used_bytes -= sum(sizes[lo:hi])
+                ring[lo:hi] = [None] * (hi - lo)
+                sizes[lo:hi] = [0] * (hi - lo)
 
     @staticmethod
     def _ack_end(batch: Batch) -> int | None:
