@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from typing import Any
 
 from airflow_provider_binlog.canal.meta.base import destination_path
@@ -139,6 +140,21 @@ class CanalClient:
     def rollback(self) -> None:
         """Every unacked batch is handed out again."""
         self._send(pb.CLIENTROLLBACK, self._ids(pb.ClientRollback, batch_id=0))
+
+    def close_and_wait(self) -> None:
+        """Close once the server is done with this connection: send nothing more, read until the
+        server closes its side (bounded by ``timeout``), then close. A server handles one
+        connection's requests in order, so what was sent before (a rollback) is handled by then, and
+        so is the server's release of the connection."""
+        sock = self._sock
+        if sock is None:
+            return
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + self.timeout
+            while time.monotonic() < deadline and sock.recv(4096):
+                pass
+        self.close()
 
     def close(self) -> None:
         if self._sock is not None:

@@ -2,6 +2,8 @@
 with the operator's routes, limits, target options and Spark, the connection from
 :class:`~..hooks.canal.CanalHook`. The lake side and the ack-after-commit rule are the binlog run's;
 the MySQL-only steps (initial snapshot, re-snapshots, interval stops, retention checks) are not run.
+The run holds the destination client (:meth:`~..hooks.canal.CanalHook.hold`, waiting up to the
+operator's ``running_timeout`` for another reader) so that no sensor's peek rolls back its batches.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ def run_from_canal(op: Any, context: Any, routes: Any, target_options: Any, limi
             client, routes, spark=op._spark, limits=limits, target_options=target_options,
             on_schema_change=op.on_schema_change, report=op._report,
         )  # fmt: skip
-        summary = drain.run()
+        ti = context.get("ti")
+        label = f"{ti.dag_id}/{ti.task_id}/{context.get('run_id')}/try-{ti.try_number}" if ti else ""
+        with hook.hold(op.destination, op.client_id, label).hold(op.running_timeout):
+            summary = drain.run()  # the one reader of the destination client (the sensor peeks around it)
         op._asset_events(context, summary)
         return summary
     finally:

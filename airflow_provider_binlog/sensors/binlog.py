@@ -21,12 +21,24 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
+def _seconds(interval: Any) -> float:
+    return float(interval.total_seconds() if isinstance(interval, timedelta) else interval)
+
+
 class BinlogEventSensor(BaseSensorOperator):
     """Succeed when at least ``min_changes`` matching row changes were committed after the cursor
     of ``destination``. The cursor does not move.
 
     With ``deferrable=True`` the wait happens in the triggerer: :class:`BinlogEventTrigger`
     follows the binlog live and fires as soon as the changes are committed.
+
+    With ``canal_conn_id`` the changes are counted on a canal server instead
+    (:meth:`~..hooks.canal.CanalHook.peek`: getWithoutAck from the destination's acked cursor, then
+    rollback; nothing is acked). The peek takes the destination client's hold without waiting; while
+    a run of the operator holds it (it is draining the destination), a poke counts nothing and
+    returns not done, and the next poke tries again. The XCom is ``{"count", "position", "end"}``
+    (the first change counted and the end of the transaction that reached the count). The deferred
+    wait polls the same way every ``poke_interval`` seconds in the triggerer.
 
     :param destination: the destination whose cursor to count from.
     :param tables: which tables count: the same mapping the operator takes (its keys), a list of
@@ -37,6 +49,11 @@ class BinlogEventSensor(BaseSensorOperator):
     :param start_from: where a destination without a cursor starts (as the operator's
         ``start_from``); the sensor pins it as the cursor so the next run starts there too.
     :param mysql_conn_id: the source connection.
+    :param canal_conn_id: a ``canal`` connection: count on that canal server instead of the binlog
+        (``mysql_conn_id``, ``zookeeper_conn_id``, ``meta_dir``, ``server_id``, ``start_from`` and
+        ``retention_headroom`` do not apply: the server keeps the cursor). Give the operator's
+        ``tables`` so that both subscribe with the same filter (a canal server restarts a
+        destination whose filter changes).
     :param zookeeper_conn_id: the meta store connection (``None``: local file store).
     :param meta_dir: file meta store directory (without ZooKeeper).
     :param client_id: canal client id.
@@ -65,6 +82,7 @@ class BinlogEventSensor(BaseSensorOperator):
         server_id: int | None = None,
         deferrable: bool = False,
         retention_headroom: float = 0.25,
+        canal_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", 30)
@@ -85,7 +103,13 @@ class BinlogEventSensor(BaseSensorOperator):
         self.server_id = server_id
         self.deferrable = deferrable
         self.retention_headroom = retention_headroom
+        self.canal_conn_id = canal_conn_id
         self._retention_checked = False
+        if canal_conn_id and start_from not in (None, ""):
+            raise ValueError(
+                f"destination {destination!r}: start_from does not apply with canal_conn_id (the canal "
+                "server keeps the cursor and where it starts)"
+            )
 
     def table_filter(self) -> TableFilter:
         tables, exclude = self.tables, exclude_text(self.exclude)
@@ -120,7 +144,35 @@ class BinlogEventSensor(BaseSensorOperator):
         )  # fmt: skip
         emit_headroom(self.destination, retention)
 
+    def _peek_canal(self, context: Context) -> PokeReturnValue:
+        from airflow_provider_binlog.canalnet.peek import CanalPeekError
+        from airflow_provider_binlog.hooks.canal import CanalHook
+
+        assert self.canal_conn_id
+        ti = context.get("ti")
+        label = f"{ti.dag_id}/{ti.task_id}/{context.get('run_id')}/sensor" if ti else "sensor"
+        hook = CanalHook(self.canal_conn_id)
+        try:
+            seen = hook.peek(self.destination, self.table_filter(), self.min_changes, self.client_id, label)
+        except CanalPeekError as exc:
+            raise AirflowException(str(exc)) from None
+        finally:
+            hook.close()
+        if seen.held_by is not None:
+            self.log.info(
+                "destination %s: a run is reading it from the canal server (%s): not counted now",
+                self.destination, seen.held_by,
+            )  # fmt: skip
+            return PokeReturnValue(is_done=False)
+        self.log.info(
+            "destination %s: %d matching change(s) after the canal server's cursor (waiting for %d)",
+            self.destination, seen.count, self.min_changes,
+        )  # fmt: skip
+        return PokeReturnValue(is_done=seen.count >= self.min_changes, xcom_value=seen.as_dict())
+
     def poke(self, context: Context) -> PokeReturnValue:
+        if self.canal_conn_id:
+            return self._peek_canal(context)
         hook = self._hook()
         try:
             instance = self._instance(hook)
@@ -141,13 +193,23 @@ class BinlogEventSensor(BaseSensorOperator):
         first = self.poke(context)
         if first.is_done:
             return first.xcom_value
+        flt = self.table_filter()
+        if self.canal_conn_id:
+            self.defer(
+                trigger=BinlogEventTrigger(
+                    mysql_conn_id=self.mysql_conn_id, destination=self.destination, include=flt.include,
+                    exclude=flt.exclude, min_changes=self.min_changes, canal_conn_id=self.canal_conn_id,
+                    client_id=self.client_id, poll_interval=_seconds(self.poke_interval),
+                ),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+            )  # fmt: skip
         hook = self._hook()
         try:
             instance = self._instance(hook)
             point = instance.pin_start()
         finally:
             hook.close()
-        flt = self.table_filter()
         self.defer(
             trigger=BinlogEventTrigger(
                 mysql_conn_id=self.mysql_conn_id,

@@ -85,6 +85,9 @@ def test_trigger_serialize_round_trips_its_constructor_arguments() -> None:
         "skip_through": [2, 1234, -1, 0],
         "server_id": 4242,
         "exclude": "shop\\.tmp_.*,shop.`z.w`",
+        "canal_conn_id": "canal_src",
+        "client_id": 1002,
+        "poll_interval": 5.0,
     }
     assert set(kwargs) == set(inspect.signature(BinlogEventTrigger.__init__).parameters) - {"self"}
     classpath, serialized = BinlogEventTrigger(**kwargs).serialize()
