@@ -238,3 +238,30 @@ def test_an_unreachable_or_silent_server_fails_within_the_timeout_naming_it_with
             assert SECRET not in text and SECRET not in repr(err.value)
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize("where", ["zookeeper", "file"])
+def test_the_hold_admits_one_reader_names_the_holder_and_waits_bounded(
+    where: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    from airflow_provider_binlog.canalnet.hold import ClientHeldError, ClientHold
+
+    zk = request.getfixturevalue("zk_client") if where == "zookeeper" else None
+    make = lambda label: ClientHold("shop", 1001, "127.0.0.1:1", zk, tmp_path / "holds", label)  # noqa: E731
+    run, peek = make("dags/load/r/try-1"), make("sensor")
+    assert run.acquire(0)
+    assert not peek.acquire(0)
+    started = time.monotonic()
+    assert not peek.acquire(0.5)
+    assert 0.4 <= time.monotonic() - started < 3
+    assert "dags/load/r/try-1" in (peek.holder() or "")
+    with pytest.raises(ClientHeldError, match="dags/load/r/try-1"):
+        peek.hold(0.1)
+    other = ClientHold("shop", 1002, "127.0.0.1:1", zk, tmp_path / "holds")  # another client id: its own
+    assert other.acquire(0)
+    other.release()
+    run.release()
+    with peek.hold(1):
+        assert peek.held and not run.acquire(0)
+    assert run.acquire(0)
+    run.release()
