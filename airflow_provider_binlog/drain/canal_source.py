@@ -211,5 +211,6 @@ class CanalDrain:
                         f"{loop.changes} changes in {loop.batches} batches")  # fmt: skip
             return summary
         finally:
-            self.client.close()
+            # the server has given back what this run left unacked before the run's hold is let go
+            self.client.close_and_wait()
             committer.shutdown(wait=True)

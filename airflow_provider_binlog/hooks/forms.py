@@ -64,6 +64,12 @@ CANAL: dict[str, Any] = {
             "description": "Instead of host and port: connect to the server canal's running node names",
             "schema": {"type": ["string", "null"]},
         },
+        "hold_dir": {
+            "label": "Hold directory (without ZooKeeper)",
+            "description": "Where the one-reader-per-destination lock file lives (default: the "
+            "temporary directory); readers on several machines need ZooKeeper hosts instead",
+            "schema": {"type": ["string", "null"]},
+        },
     },
     "ui-field-behaviour": {
         "hidden-fields": ["schema"],
