@@ -20,12 +20,17 @@ distort less; the instance's CPU counts both its threads), the ratio ours / pyth
 and the instance's cost over the raw decode (instance time / raw decode time, wall and CPU; the
 target of issue #20 is <= 1.5x). Run: ``.venv/bin/python bench/parse_throughput.py``
 (``--rows 20000`` for a quick run, ``--repeat N`` to take the best of N passes per mode,
-``--modes ours,instance`` to leave the baseline out).
+``--modes ours,instance`` to leave the baseline out). Every pass runs in a fresh interpreter;
+``--product LABEL=DIR`` adds passes with another checkout's package (a ``git archive`` of an
+earlier commit with its C decoder copied in: an A/B of two builds over the same range), and
+``--gc paused`` pauses Python's cyclic collector in every pass, as a drain does
+(``drain/collector.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -184,6 +189,9 @@ def _child(spec: str) -> int:
     from airflow_provider_binlog.binlog import values
 
     p = json.loads(spec)
+    if p["gc"] == "paused":  # as a drain runs (drain/collector.py: CollectorPause)
+        gc.disable()
+        gc.freeze()
     server = SimpleNamespace(**p["server"])
     start, head = BinlogPosition.parse(p["start"]), BinlogPosition.parse(p["head"])
     run = {"ours": ours, "instance": lambda *a: instance(*a, p["batch"]), "base": baseline}[p["mode"]]
@@ -193,11 +201,12 @@ def _child(spec: str) -> int:
 
 
 def run_pass(mode: str, product: str, server: MariaDbServer, start: BinlogPosition, head: BinlogPosition,
-             batch: int) -> dict[str, Any]:  # fmt: skip
+             batch: int, collector: str) -> dict[str, Any]:  # fmt: skip
     """One pass in a fresh interpreter (every mode starts alike; ``product`` a checkout or "")."""
     spec = {
         "mode": mode,
         "batch": batch,
+        "gc": collector,
         "start": str(start),
         "head": str(head),
         "server": {
@@ -231,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also run ours and instance with another checkout's package (e.g. a git worktree of an "
         "earlier commit, its C decoder built) over the same range: an A/B of two builds",
     )
+    ap.add_argument(
+        "--gc",
+        choices=("on", "paused"),
+        default="on",
+        help="Python's cyclic garbage collector in every pass: on, or paused as a drain pauses it "
+        "(gc.disable + gc.freeze, drain/collector.py)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
@@ -244,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         load_avg = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; load average {load_avg}; loaded {args.rows} "
               f"inserts + {args.rows // 2} updates in {time.perf_counter() - t0:.1f} s; "
-              f"binlog {start} .. {head}")  # fmt: skip
+              f"binlog {start} .. {head}; cyclic GC {args.gc}")  # fmt: skip
         labels = {
             "ours": "raw decode (binlog.client)",
             "instance": "canal instance",
@@ -257,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in modes:
                     if mode == "base" and product:
                         continue  # the baseline does not depend on the product
-                    r = run_pass(mode, product, server, start, head, args.batch)
+                    r = run_pass(mode, product, server, start, head, args.batch, args.gc)
                     n, wall, cpu = r["rows"], r["wall"], r["cpu"]
                     counts[label, mode] = n
                     prev = best.get((label, mode), [float("inf"), float("inf")])

@@ -513,6 +513,11 @@ def native_available() -> bool:
     return _native is not None
 
 
+def native_module() -> Any:
+    """The C extension (``_rowdecode``) when row images decode through it, else ``None``."""
+    return _native
+
+
 class RowDecoder:
     """Decodes row images of one table; built once per TABLE_MAP and reused for every row.
 

@@ -41,7 +41,9 @@ class RowChange:
 
     Not a frozen dataclass only for speed: a frozen ``__init__`` sets each field through
     ``object.__setattr__`` (2.9 against 0.5 microseconds per change, paid by the parser for
-    every row).
+    every row). With the C row decoder the converter builds them in C without ``__init__`` and
+    untracked by the cyclic garbage collector (``_rowdecode.records``, :mod:`.convert`): a
+    change must never be made part of a reference cycle (nothing it holds refers back to it).
 
     :param destination: the subscription the change was read for.
     :param schema: source database.

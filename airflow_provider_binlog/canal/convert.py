@@ -84,8 +84,11 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
+from airflow_provider_binlog.binlog import values
+from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.constants import EventType
 from airflow_provider_binlog.binlog.event import Event, UnknownEvent
 from airflow_provider_binlog.binlog.events import RotateEvent, XaPrepareEvent
@@ -122,6 +125,29 @@ log = logging.getLogger(__name__)
 
 _OPS = {"insert": Op.INSERT, "update": Op.UPDATE, "delete": Op.DELETE}
 _new_key = tuple.__new__
+_MODES = {"update": 0, "insert": 1, "delete": 2}  # records(): (before, after) pairs, after, before
+_ROW_FIELDS = (
+    "destination", "schema", "table", "op", "before", "after", "primary_key", "position", "end_position",
+    "gtid", "timestamp", "order_key", "table_schema",
+)  # fmt: skip
+_ROW_SLOTS = (4, 5, 11)  # before, after, order_key: set per row by records()
+
+
+def _record_builder() -> tuple[Any, Any]:
+    """The C extension's ``records`` and its plan for :class:`RowChange`, or ``(None, None)``
+    (no C decoder, ``BINLOG_CDC_PURE_PYTHON``): the rows of an event then become RowChanges
+    without a Python ``__init__`` call per row. The plan names every slot, in the field order
+    :meth:`EntryConverter._rows` passes the values in (checked here)."""
+    mod = values.native_module()
+    names = tuple(f.name for f in fields(RowChange))
+    if mod is None or not hasattr(mod, "records") or names != _ROW_FIELDS:
+        return None, None
+    if hasattr(RowChange, "__post_init__") or RowChange.__init__.__qualname__ != "RowChange.__init__":
+        return None, None
+    return mod.records, mod.record_plan(RowChange, names)
+
+
+_records, _record_plan = _record_builder()
 _HEARTBEATS = (EventType.HEARTBEAT_LOG_EVENT, EventType.HEARTBEAT_LOG_EVENT_V2)
 
 GtidPosition = MariadbGtidList | MysqlGtidSet
@@ -219,6 +245,7 @@ class EntryConverter:
         self._gaps = FileGapCheck()
         self._prepared: dict[XaId, list[Held]] = {}  # unresolved XA PREPAREs, oldest first
         self._read_from: BinlogPosition | None = None  # the first transaction read since the reset
+        self._routes: dict[int, tuple[Any, TableSchema | None, bool]] = {}  # id(TABLE_MAP) -> _routed
 
     # ------------------------------------------------------------------ stream boundaries
 
@@ -569,23 +596,41 @@ class EntryConverter:
             self._emit(list(entries))
         return len(entries)
 
+    def _routed(self, event: Event, tm: Any) -> tuple[Any, TableSchema | None, bool]:
+        """``(tm, schema its rows carry, has column rules)`` for a TABLE_MAP, ``(tm, None, False)``
+        when its table is not routed; remembered per TABLE_MAP (every rows event of a statement
+        shares one). A refused table or unknown column names raise, and are not remembered."""
+        schema, table = tm.schema, tm.table
+        flt = self.filter
+        if not flt.matches(schema, table):
+            known: tuple[Any, TableSchema | None, bool] = (tm, None, False)
+        else:
+            ts = tm.table_schema
+            if ts.columns and ts.columns[0].name.startswith("@"):
+                raise SchemaMismatchError(
+                    f"column names of {schema}.{table} are unknown at {event.position}: the binlog has no "
+                    "column metadata (binlog_row_metadata=MINIMAL) and information_schema could not be "
+                    "read; set binlog_row_metadata=FULL or give the user SELECT on the table"
+                )
+            ts = flt.table_schema(ts, event.position)  # refused tables stop here; column rules project it
+            known = (tm, ts, flt.has_column_rules(schema, table))
+        if len(self._routes) >= 1024:
+            self._routes.clear()
+        self._routes[id(tm)] = known
+        return known
+
     def _rows(self, event: Event, body: RowsEvent) -> None:
         tm = body.table_map
         if tm is None:
             return
-        schema, table = tm.schema, tm.table
-        flt = self.filter
-        if not flt.matches(schema, table):
+        known = self._routes.get(id(tm))
+        if known is None or known[0] is not tm:
+            known = self._routed(event, tm)
+        ts = known[1]
+        if ts is None:
             return
-        ts = tm.table_schema
-        if ts.columns and ts.columns[0].name.startswith("@"):
-            raise SchemaMismatchError(
-                f"column names of {schema}.{table} are unknown at {event.position}: the binlog has no "
-                "column metadata (binlog_row_metadata=MINIMAL) and information_schema could not be "
-                "read; set binlog_row_metadata=FULL or give the user SELECT on the table"
-            )
+        schema, table = tm.schema, tm.table
         pos, end = event.position, event.end_position
-        ts = flt.table_schema(ts, pos)  # refused tables stop here; column rules project it
         pk = ts.primary_key
         kind = body.kind
         op = _OPS[kind]
@@ -599,8 +644,8 @@ class EntryConverter:
         rows = body.rows
         # The per-row loop of the parser thread: one comprehension per kind, order keys built with
         # tuple.__new__ (an OrderKey(...) call runs namedtuple's Python __new__: twice the cost).
-        if flt.has_column_rules(schema, table):
-            project = flt.project
+        if known[2]:
+            project = self.filter.project
             out: list[Entry] = [
                 RowChange(
                     dest, schema, table, op, project(schema, table, b, pk), project(schema, table, a, pk),
@@ -608,6 +653,9 @@ class EntryConverter:
                 )
                 for i, (b, a) in enumerate(body.images())
             ]  # fmt: skip
+        elif _records is not None:
+            template = (dest, schema, table, op, None, None, pk, pos, end, gtid, timestamp, None, ts)
+            out = _records(_record_plan, template, rows, _MODES[kind], OrderKey, (fn, ep, pidx), _ROW_SLOTS)
         elif kind == "update":
             out = [
                 RowChange(dest, schema, table, op, b, a, pk, pos, end, gtid, timestamp,

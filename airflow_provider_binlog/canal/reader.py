@@ -286,14 +286,14 @@ class BinlogReader:
         last = self._last_put
         seen = max(skip, last) if skip is not None and last is not None else skip if last is None else last
         keep = entries
-        if seen is not None and tuple(entries[0].order_key) <= seen:  # re-read after a reconnect
-            keep = [e for e in entries if tuple(e.order_key) > seen]
+        if seen is not None and entries[0].order_key <= seen:  # re-read after a reconnect
+            keep = [e for e in entries if e.order_key > seen]
         if not keep:
             return
         self.store.put(keep, generation=self._generation, size_each=size_each)
         with self._lock:
             if not self._restart.is_set():
-                self._last_put = tuple(keep[-1].order_key)  # type: ignore[assignment]
+                self._last_put = keep[-1].order_key  # an OrderKey is a tuple
 
     def _progress(self, event: Event) -> None:
         """A transaction ended at ``event``: a reconnect may resume just after it."""

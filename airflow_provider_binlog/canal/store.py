@@ -207,7 +207,11 @@ class EventStore:
         :raises StoreClosedError: the store was closed; :class:`StoreResetError` when reset.
         """
         items: Iterable[Entry] = (
-            (entries,) if isinstance(entries, RowChange | DdlEntry | TransactionEnd) else entries
+            entries
+            if type(entries) is list
+            else (entries,)
+            if isinstance(entries, RowChange | DdlEntry | TransactionEnd)
+            else entries
         )
         count = 0
         with self._lock:
@@ -263,13 +267,15 @@ class EventStore:
     def _append_all(self, entries: list[Entry], size_each: int) -> int:
         """Append entries known to fit (:meth:`_fits`) in one go (lock held)."""
         cap, ring, sizes = self.max_entries, self._ring, self._sizes
-        seq = self._put_seq
-        for entry in entries:
-            slot = seq % cap
-            ring[slot] = entry
-            sizes[slot] = size_each
-            seq += 1
         n = len(entries)
+        first = self._put_seq % cap
+        head = min(n, cap - first)  # the slots up to the ring's end, then the rest from its start
+        ring[first : first + head] = entries[:head] if head < n else entries
+        sizes[first : first + head] = [size_each] * head
+        if head < n:
+            ring[: n - head] = entries[head:]
+            sizes[: n - head] = [size_each] * (n - head)
+        seq = self._put_seq + n
         self._put_seq = seq
         self._used_bytes += n * size_each
         self._flushed = False
