@@ -60,7 +60,9 @@ destination of its own with its own warehouse: run A of every variant loads the 
 workload is written once, then the measured runs B go one after the other over the same binlog
 range, and their figures are printed side by side; ``--variant-env K=V`` adds a variant whose run
 process has these environment variables (a product toggle measured A/B; ``BENCH_PRODUCT=<checkout>``
-runs that checkout's package, e.g. a ``git worktree`` of an earlier commit). A master other than
+runs that checkout's package, e.g. a ``git worktree`` of an earlier commit; ``BENCH_MAX_MB=<n>``
+runs it with ``max_bytes_per_commit`` n MiB; ``BENCH_MEMPROBE=1`` prints what the memory holds at
+each progress line, see ``bench/memprobe.py``). A master other than
 ``local`` is compared with ``local[2]`` unless ``--no-compare-local``.
 
 Measured 2026-11-24 16:49 UTC, 2 cores (load average 1.5 at the start: other benchmarks had just
@@ -481,12 +483,17 @@ class Probe:
         line = re.compile(r"(\d+) changes read \(.*?\), (\d+) in the lake")
         probe = self
         me = psutil.Process()
+        from memprobe import from_env  # BENCH_MEMPROBE=1|trace: what grows (bench/memprobe.py)
+
+        mem = from_env()
 
         class Progress(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
                 m = line.search(record.getMessage())
                 if m:
                     probe.progress.append((time.monotonic(), int(m[1]), int(m[2]), me.memory_info().rss))
+                    if mem is not None:
+                        mem.at_progress(probe.progress[-1][3])
 
         logging.getLogger().addHandler(Progress())
 
@@ -504,6 +511,8 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     """Child process: one drain run (what ``BinlogToSparkOperator.execute`` runs; optionally under
     cProfile)."""
     os.environ.update(params["env"])
+    if params["env"].get("BENCH_MAX_MB"):  # a variant's max_bytes_per_commit (A/B of the limit)
+        params = {**params, "max_bytes": int(params["env"]["BENCH_MAX_MB"]) << 20}
     if params["env"].get("BENCH_PRODUCT"):  # another checkout's package (an A/B of two builds)
         sys.path.insert(0, params["env"]["BENCH_PRODUCT"])
     import logging
