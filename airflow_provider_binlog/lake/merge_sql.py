@@ -194,6 +194,28 @@ def merge_sql(
     return f"MERGE INTO {table} t USING {quote(view)} s ON {on} " + " ".join(clauses)
 
 
+def new_keys_sql(
+    view: str, names: Sequence[str], *, soft_delete: bool = False, with_meta: bool = False
+) -> tuple[str, list[str]]:
+    """``(query, columns)``: the rows the ``MERGE`` of :func:`merge_sql` inserts when the table holds
+    none of the staged keys (every upsert, with the values of its ``INSERT`` clause, each column
+    named as the table's; see :mod:`.new_keys`), and the table columns they fill."""
+    columns = [*names, *(_META if with_meta else ()), *((DELETED_COLUMN,) if soft_delete else ())]
+    values = [f"s.{quote(n)}" for n in names]
+    values += [f"s.{quote(c)}" for c in _META] if with_meta else []
+    values += ["false"] if soft_delete else []
+    select = ", ".join(f"{v} AS {quote(c)}" for v, c in zip(values, columns, strict=True))
+    action = f"s.{quote(ACTION_COLUMN)}"
+    return f"SELECT {select} FROM {quote(view)} s WHERE {action} = 'U'", columns
+
+
+def key_range_predicate(key_ranges: Mapping[str, tuple[int, int]]) -> str:
+    """Every ranged key column within its range, on the table's columns (no alias)."""
+    return " AND ".join(
+        f"{quote(k)} >= {int(lo)} AND {quote(k)} <= {int(hi)}" for k, (lo, hi) in key_ranges.items()
+    )
+
+
 # ---- append-only and TRUNCATE --------------------------------------------------------------------
 
 

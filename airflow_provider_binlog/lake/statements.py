@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import commits, merge_sql
+from airflow_provider_binlog.lake import commits, merge_sql, new_keys
 from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
@@ -282,10 +282,28 @@ class Statements:
             key_ranges=ranges,
         )
         spark = self.spark
+        # the keys none of the table's rows can hold: an insert (see .new_keys)
+        insert, columns_filled = merge_sql.new_keys_sql(
+            view, names, soft_delete=opts.soft_delete, with_meta=with_meta
+        )
+        fast = bool(ranges) and upserts > 0 and new_keys.enabled()
+
+        def untouched() -> int | None:
+            return new_keys.untouched_snapshot(spark, target, ranges, columns_filled) if fast else None
+
+        def apply(checked: list[int | None]) -> None:
+            snapshot = checked.pop() if checked else untouched()  # a retry plans anew
+            if snapshot is None:
+                spark.sql(statement)
+            else:
+                new_keys.insert(spark, target, insert, merge_sql.key_range_predicate(ranges), snapshot)
 
         def run() -> None:
             try:
-                if opts.count_changes:
+                checked = [untouched()]
+                if opts.count_changes and checked[0] is not None:
+                    counts.inserted += upserts  # no staged key in the table: nothing matched
+                elif opts.count_changes:
                     query = merge_sql.matched_actions_sql(target, view, keys, null_safe)
                     matched = {r[0]: int(r[1]) for r in spark.sql(query).collect()}
                     counts.updated += matched.get("U", 0)
@@ -296,7 +314,7 @@ class Statements:
                     counts.updated += reported[1]
                     counts.deleted += reported[2]
                 counts.upserted += upserts
-                commits.commit(spark, target, props, functools.partial(spark.sql, statement), changes)
+                commits.commit(spark, target, props, functools.partial(apply, checked), changes)
                 counts.commits += 1
             finally:
                 self.views.drop(view, stage_name)

@@ -1,0 +1,114 @@
+"""A staged piece whose keys no row of the table can hold is inserted, not merged.
+
+A piece's ``MERGE INTO`` costs about half a JVM CPU-second even for a few hundred rows (four Spark
+stages, the MERGE's planning), most of it for the join that finds which staged keys the table
+holds. When the table's own file metadata proves it holds none of them, the join finds nothing and
+the MERGE is exactly an insert of the piece's upserts (its deletes and its matched updates touch no
+row), so the piece is written by one Spark job instead.
+
+**The proof.** The piece's integer key columns have ranges (:func:`.statements.key_ranges`: the
+lowest and highest staged value of each, none NULL). At snapshot ``S`` (the table as this session
+last loaded or committed it, which the MERGE would plan on too) the table is planned with
+the filter "every ranged key column within its range": Iceberg keeps a data file when its column
+bounds (or a missing bound) allow a row there, deletion vectors or not. No file kept means no row
+of ``S`` can equal a staged key (a match needs every key column equal, so within its range).
+
+**Under concurrent writers.** The insert is written as an overwrite by that same filter with
+``validate-from-snapshot-id = S`` and ``isolation-level = serializable``: Iceberg refuses the commit
+(``ValidationException``) when a data or delete file that can hold a row within the filter was
+committed after ``S`` (another destination under ``unique_keys``, a consumer that took the
+destination over while this one was cut off, a user's insert), exactly where the MERGE, which
+validates the same way from the snapshot it read, would conflict. :func:`.commits.commit` then
+checks the mark and runs the statement again, which plans anew (the MERGE when the keys are no
+longer new). The overwrite deletes nothing: a file within the filter at commit time is either of
+``S`` (none) or newer (refused). Compaction rewrites rows already in ``S``: none within the filter.
+Snapshot properties ride on the same commit as for the MERGE (:func:`.commits.commit_properties`).
+
+Used only for int and long key columns (the predicate's literals need no cast in Spark's filter; an
+unsigned BIGINT is a decimal(20, 0) column), and when the table's columns are exactly the
+statement's (the MERGE leaves columns it does not name NULL, a by-name overwrite would refuse
+them). ``$BINLOG_CDC_NEW_KEYS=off`` always merges (for measuring).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_binlog.lake import commits
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NEW_KEYS_ENV = "BINLOG_CDC_NEW_KEYS"
+"""``off``: never insert instead of merging (:func:`enabled`)."""
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def enabled() -> bool:
+    return os.environ.get(NEW_KEYS_ENV, "").lower() not in ("off", "0", "false")
+
+
+def untouched_snapshot(
+    spark: SparkSession, target: str, ranges: Mapping[str, tuple[int, int]], columns: Sequence[str]
+) -> int | None:
+    """The current snapshot of ``target`` when no row of it can lie within ``ranges`` (see the
+    module docstring) and its columns are exactly ``columns`` (case-insensitive), else ``None``
+    (also for a table without a snapshot yet, or a column not in it).
+
+    :param target: the table's quoted name.
+    :param ranges: integer key column -> lowest and highest staged value.
+    :param columns: the columns the insert writes.
+    """
+    if not ranges:
+        return None
+    table = commits.load_iceberg_table(spark, target)
+    if table is None:
+        return None
+    snapshot = table.currentSnapshot()  # as this session plans on it (no refresh: like the MERGE)
+    if snapshot is None:
+        return None
+    schema = table.schema()
+    if sorted(str(c.name()).lower() for c in schema.columns()) != sorted(c.lower() for c in columns):
+        return None
+    jvm: Any = spark._jvm
+    expressions = jvm.org.apache.iceberg.expressions.Expressions
+    found = None
+    for name, (lo, hi) in ranges.items():
+        field = schema.caseInsensitiveFindField(name)
+        if (
+            field is None
+            or str(field.type()) not in ("int", "long")
+            or not (_LONG_MIN <= lo <= hi <= _LONG_MAX)
+        ):
+            return None
+        bound = getattr(expressions, "and")(
+            expressions.greaterThanOrEqual(field.name(), int(lo)),
+            expressions.lessThanOrEqual(field.name(), int(hi)),
+        )
+        found = bound if found is None else getattr(expressions, "and")(found, bound)
+    snapshot_id = int(snapshot.snapshotId())
+    files = table.newScan().useSnapshot(snapshot_id).filter(found).planFiles()
+    try:
+        return None if files.iterator().hasNext() else snapshot_id
+    finally:
+        files.close()
+
+
+def insert(spark: SparkSession, target: str, select: str, predicate: str, snapshot_id: int) -> None:
+    """Write the rows of ``select`` into ``target`` as an overwrite by ``predicate`` validated from
+    ``snapshot_id`` (see the module docstring); the caller attaches the commit's properties.
+
+    :param select: the rows, one column per table column, named as they are.
+    :param predicate: the key ranges, as SQL on the table's columns (unaliased).
+    """
+    from pyspark.sql import functions
+
+    writer = (
+        spark.sql(select)
+        .writeTo(target)
+        .option("validate-from-snapshot-id", str(snapshot_id))
+        .option("isolation-level", "serializable")
+    )
+    writer.overwrite(functions.expr(predicate))

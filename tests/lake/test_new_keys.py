@@ -1,0 +1,151 @@
+"""A piece whose keys no row of the table can hold is inserted instead of merged (``lake/new_keys.py``),
+against real local Spark + Iceberg: the same table as the MERGE leaves, the marks and counts of the
+MERGE, the MERGE wherever a staged key may be in the table, and a writer that commits a key of the
+range between the check and the insert makes the insert conflict and the retry merge."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.canal.change import Entry, Op
+from airflow_provider_binlog.lake import commits, new_keys
+from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, merge_batch
+
+from .test_merge import _end, _row, _simple_table
+
+pytestmark = pytest.mark.spark
+
+
+def _target() -> str:
+    return f"lake.t{uuid.uuid4().hex[:8]}.t"
+
+
+def _inserts(schema: Any, keys: range, n: int, value: str = "x") -> list[Entry]:
+    return [_row(schema, Op.INSERT, n + i, None, {"id": k, "v": f"{value}{k}"}) for i, k in enumerate(keys)]
+
+
+@pytest.fixture
+def inserted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The targets :func:`new_keys.insert` wrote to (the real function runs)."""
+    calls: list[str] = []
+    real = new_keys.insert
+
+    def spy(spark: Any, target: str, *args: Any) -> None:
+        calls.append(target.replace("`", ""))
+        real(spark, target, *args)
+
+    monkeypatch.setattr(new_keys, "insert", spy)
+    monkeypatch.setenv(commits.RETRY_ENV, "attempts=3,wait=0,max_wait=0")
+    return calls
+
+
+def _contents(spark: Any, target: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in spark.table(target).collect())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        TargetOptions(),
+        TargetOptions(soft_delete=True, metadata_columns=True, count_changes=True),
+    ],
+    ids=["default", "soft-delete-meta-counted"],
+)
+def test_new_keys_leave_the_table_the_merge_leaves(
+    spark: Any, inserted: list[str], monkeypatch: pytest.MonkeyPatch, options: TargetOptions
+) -> None:
+    schema = _simple_table()
+    fast, slow = _target(), _target()
+    first = _inserts(schema, range(1, 51), 0)
+    # new keys above the table's, a delete of a key the chunk inserted (no row in the table) and
+    # an update of a new key; then a chunk with an update of an old key (merged)
+    second = [
+        *_inserts(schema, range(100, 120), 100),
+        _row(schema, Op.DELETE, 130, {"id": 101, "v": "x101"}, None),
+        _row(schema, Op.UPDATE, 131, {"id": 102, "v": "x102"}, {"id": 102, "v": "y"}),
+    ]
+    third = [_row(schema, Op.UPDATE, 140, {"id": 5, "v": "x5"}, {"id": 5, "v": "z"})]
+    results: dict[str, list[Any]] = {fast: [], slow: []}
+    for target, env in ((slow, "off"), (fast, "on")):
+        monkeypatch.setenv(new_keys.NEW_KEYS_ENV, env)
+        for batch in (first, second, third):
+            counts = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch), options)
+            results[target].append(counts[target].as_dict())
+    assert inserted == [fast]  # the first chunk made the table (no snapshot yet), the third merged
+    assert results[fast] == results[slow]
+    assert _contents(spark, fast) == _contents(spark, slow)
+    mark, other = commits.read_mark(spark, fast, "dest"), commits.read_mark(spark, slow, "dest")
+    assert mark is not None and other is not None
+    assert dataclasses.replace(other, snapshot_id=mark.snapshot_id) == mark
+
+
+def test_a_key_that_may_be_in_the_table_is_merged(spark: Any, inserted: list[str]) -> None:
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    for n, keys in ((0, range(1, 11)), (20, range(100, 111))):  # two data files: 1..10, 100..110
+        batch = _inserts(schema, keys, n)
+        merge_batch(spark, "dest", tables, batch, _end(batch))
+    assert inserted == [target]
+    batch = _inserts(schema, range(50, 60), 40)  # between the files' bounds: no file can hold them
+    merge_batch(spark, "dest", tables, batch, _end(batch))
+    assert inserted == [target, target]
+    batch = _inserts(schema, range(105, 115), 60, "y")  # 105..110 are rows of the table: merged
+    merge_batch(spark, "dest", tables, batch, _end(batch))
+    assert inserted == [target, target]
+    rows = dict(tuple(r) for r in spark.table(target).collect())
+    assert len(rows) == 10 + 10 + 15 and rows[105] == "y105" and rows[114] == "y114" and rows[100] == "x100"
+
+
+def test_a_writer_within_the_range_after_the_check_makes_the_insert_conflict(
+    spark: Any, inserted: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer commits key 205 after the check saw none: the insert is refused (validated
+    from the checked snapshot), the retry plans again and merges, so the staged row replaces it as
+    the MERGE would have."""
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    batch = _inserts(schema, range(1, 11), 0)
+    merge_batch(spark, "dest", tables, batch, _end(batch))
+    real, checks = new_keys.untouched_snapshot, []
+
+    def check_then_write(*args: Any) -> int | None:
+        found = real(*args)
+        checks.append(found)
+        if len(checks) == 1:
+            spark.sql(f"INSERT INTO {target} VALUES (205, 'other')")
+        return found
+
+    monkeypatch.setattr(new_keys, "untouched_snapshot", check_then_write)
+    before = commits.conflicts_retried
+    batch = _inserts(schema, range(200, 210), 20, "y")
+    with ChangeMerger(spark, "dest", tables) as merger:
+        counts = merger.merge(batch, _end(batch))[target]
+    assert checks[0] is not None and checks[1] is None  # the retry saw the other writer's file
+    assert inserted == [target] and commits.conflicts_retried == before + 1
+    assert counts.commits == 1
+    rows = dict(tuple(r) for r in spark.table(target).collect())
+    assert rows[205] == "y205" and len(rows) == 20
+    mark = commits.read_mark(spark, target, "dest")
+    assert mark is not None and mark.order_key == batch[-1].order_key
+
+
+def test_the_insert_sql_fills_what_the_merge_inserts() -> None:
+    """Pure: the insert's columns are the MERGE's INSERT clause, identifiers quoted."""
+    from airflow_provider_binlog.lake import merge_sql
+
+    query, columns = merge_sql.new_keys_sql("v`1", ["id", "a b"], soft_delete=True, with_meta=True)
+    assert columns == ["id", "a b", "_cdc_op", "_cdc_ts", "_cdc_position", "_cdc_deleted"]
+    assert query == (
+        "SELECT s.`id` AS `id`, s.`a b` AS `a b`, s.`_cdc_op` AS `_cdc_op`, s.`_cdc_ts` AS `_cdc_ts`, "
+        "s.`_cdc_position` AS `_cdc_position`, false AS `_cdc_deleted` FROM `v``1` s "
+        "WHERE s.`_cdc_action` = 'U'"
+    )
+    assert merge_sql.key_range_predicate({"id": (1, 9), "k`": (-5, 5)}) == (
+        "`id` >= 1 AND `id` <= 9 AND `k``` >= -5 AND `k``` <= 5"
+    )
