@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from airflow_provider_binlog.binlog.constants import EventType, event_type_name
-from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.binlog.position import BinlogPosition, make_position
 
 # timestamp, type, server_id, event_size, log_pos (end of event in the file), flags
 HEADER = struct.Struct("<IBIIIH")
@@ -144,8 +144,8 @@ class Event:
 
     @property
     def position(self) -> BinlogPosition:
-        return BinlogPosition(self.file, self.pos)
+        return make_position(self.file, self.pos)
 
     @property
     def end_position(self) -> BinlogPosition:
-        return BinlogPosition(self.file, self.end_pos)
+        return make_position(self.file, self.end_pos)
