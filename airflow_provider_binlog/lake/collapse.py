@@ -109,13 +109,13 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
                     updates += 1
                     old = key_of(c.before or {})
                     if old != new:
-                        state[old] = (None, None, meta)
+                        state[old] = (None, None, meta) if with_meta else _DELETED
                 else:
                     inserts += 1
                 state[new] = (values, schema, meta)
             else:
                 deletes += 1
-                state[key_of(c.before or {})] = (None, None, meta)
+                state[key_of(c.before or {})] = (None, None, meta) if with_meta else _DELETED
     except KeyError as exc:
         raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
     piece.inserts += inserts
@@ -124,6 +124,10 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     if changes:
         piece.last = changes[-1]
     return len(state) - held
+
+
+_DELETED: Folded = (None, None, None)
+"""A deleted key without metadata (one shared tuple: a delete holds nothing of its own)."""
 
 
 def _shard_key(keys: tuple[str, ...]) -> tuple[Callable[[Any], Any], list[Any]]:

@@ -85,8 +85,9 @@ class LakeType:
     :param arrow: Arrow type used for staging.
     :param convert: turns a non-NULL decoder value into the Arrow value; ``None`` means as is.
     :param arrow_native: pyarrow builds the same array from the decoder's usual values as from their
-        converted values (ints, floats, str, bytes, Decimal), so staging first tries the values
-        unconverted, in C, and calls ``convert`` per value only when that fails.
+        converted values (ints, floats, str, bytes, Decimal, datetimes: a tz-aware one as its
+        instant, a naive one as UTC), so staging first tries the values unconverted, in C, and
+        calls ``convert`` per value only when that fails.
     """
 
     sql: str
@@ -212,7 +213,7 @@ DOUBLE = LakeType("double", pa.float64(), float, arrow_native=True)
 DATE = LakeType("date", pa.date32())
 TIME = LakeType("bigint", pa.int64(), _time_micros)
 DATETIME = LakeType("timestamp_ntz", pa.timestamp("us"))
-TIMESTAMP = LakeType("timestamp", pa.timestamp("us", tz="UTC"), _utc)
+TIMESTAMP = LakeType("timestamp", pa.timestamp("us", tz="UTC"), _utc, arrow_native=True)
 STRING = LakeType("string", pa.string(), _to_text, arrow_native=True)
 BINARY = LakeType("binary", pa.binary(), _to_bytes, arrow_native=True)
 JSON = LakeType("string", pa.string(), _json_text)
