@@ -4,14 +4,25 @@
 
     get batch -> merger.add_many (folded to the last change per key at once; the batch's memory
         in the store is released, not acked) ... every max_rows_per_commit / max_bytes_per_commit
-        held, when nothing more is buffered, or when Spark is idle and a tenth of
-        max_rows_per_commit is held: hand the chunk to the committer thread (it stages the chunk
-        and runs MERGE INTO per target, the snapshot properties carrying the position) while this
-        thread reads the next chunk; once that commit returned, this thread acks the chunk's
-        batches. One commit at a time, acks in batch order.
+        held, when nothing more is buffered, or early when Spark is idle and a tenth of
+        max_rows_per_commit is held, a hundredth of it per target on average: hand the chunk to
+        the committer thread (it stages the chunk and runs MERGE INTO per target, the snapshot
+        properties carrying the position) while this thread reads the next chunk; once that
+        commit returned, this thread acks the chunk's batches. One commit at a time, acks in
+        batch order.
+
+The early hand-over lets Spark merge while the parser reads, but every target it holds is merged
+again in the next chunk, and each MERGE has a fixed cost (about 0.4-0.6 JVM CPU-seconds for a
+small table: planning, four stages, the Iceberg commit), so a chunk spread thin over many
+targets (a wide destination: 200 tables of 500 row images each) waits until it is full or
+nothing more is buffered. Which batches a chunk holds changes nothing else: whole batches, acked
+in order once their commit returned.
 
 Batches taken while Spark is still starting (the merger is built in the committer thread, where
-it loads every known target's exactly-once mark) wait aside and are folded once it is up.
+it loads every known target's exactly-once mark) wait aside and are folded once it is up. They are
+not released from the store until then, so an empty read while Spark starts may only mean that
+the store is full of them: the loop then waits for Spark, folds them and reads on (an empty read
+after that is "nothing more buffered").
 
 **A table re-snapshot mid-run.** When folding a batch raises
 :class:`~..canal.operations.ResnapshotNeeded` (a source operation on one table that the lake can only
@@ -75,6 +86,8 @@ class Merger(Protocol):
     @property
     def timings(self) -> dict[str, float]: ...
 
+    # optional: ``targets`` (how many targets hold row images; see :func:`targets_held`)
+
     def add_many(self, entries: Sequence[Any], target_for: Any) -> int: ...
 
     def take(self) -> Any: ...
@@ -102,6 +115,19 @@ class Limits:
     max_rows_per_commit: int = 1_000_000
     max_bytes_per_commit: int = 1024 * 1024 * 1024
     progress_interval: float = 10.0
+
+
+def early_rows(limits: Limits, targets: int) -> int:
+    """The row images a chunk holds before it is handed over early, Spark being idle: a tenth of
+    ``max_rows_per_commit``, and a hundredth of it per target the chunk holds (with the defaults
+    100k, and 10k per target: past 100 targets a chunk is handed over only when full or when
+    nothing more is buffered)."""
+    return max(limits.max_rows_per_commit // 10, targets * (limits.max_rows_per_commit // 100))
+
+
+def targets_held(merger: Any) -> int:
+    """How many targets the merger holds row images for (1 for a merger that does not say)."""
+    return int(getattr(merger, "targets", 1)) if merger is not None else 0
 
 
 @dataclass
@@ -342,6 +368,11 @@ class ChunkLoop:
                 self.size += batch.size
                 self.last_end = batch.entries[-1].end_position
                 timings["buffer"] += clock() - t1 - (timings["spark_start"] - started_spark)
+            elif self.early and self.merger is None:
+                # nothing came while Spark starts: the store may be full of the batches waiting
+                # aside (not released until folded), not drained; fold them, then read on
+                self._feed(wait_for_spark=True)
+                continue
             elif not self.pending and self.in_flight is not None:  # nothing to read: give the commit time
                 wait([self.in_flight.future], timeout=0.5)
             merger = self.merger
@@ -351,9 +382,10 @@ class ChunkLoop:
                 self.rows and self.size * held // self.rows >= limits.max_bytes_per_commit
             )
             # Spark is idle: commit what is held rather than let the chunk grow (the last chunk,
-            # merged after everything is read, stays about what one commit's time reads)
+            # merged after everything is read, stays about what one commit's time reads), unless
+            # it is spread too thin over its targets to pay for their MERGEs (module docstring)
             idle = (self.in_flight is None or self.in_flight.future.done()) and (
-                held >= limits.max_rows_per_commit // 10
+                held >= early_rows(limits, targets_held(merger))
             )
             if self.pending and (batch.id is None or full or (merger is not None and idle)):
                 self._hand_over()

@@ -176,6 +176,12 @@ class ChangeMerger:
         append-only target), TRUNCATEs, and entries :meth:`add` took but did not fold yet."""
         return self._held + len(self._loose)
 
+    @property
+    def targets(self) -> int:
+        """How many targets the next commit holds row images for (each costs at least one
+        statement; entries :meth:`add` took but did not fold yet are not counted)."""
+        return sum(1 for pending in self._pending.values() if pending.held)
+
     def add(self, entry: Entry) -> None:
         """Buffer one entry; commit a chunk when ``max_rows`` row images are held."""
         loose = self._loose
