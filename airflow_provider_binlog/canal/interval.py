@@ -10,7 +10,9 @@ month, stops at the same place and applies the same transactions.
 While no such transaction exists yet the stop point is not decided: the server may still write a
 transaction committed before T. :func:`interval_stop` then waits, polling the server's head, until
 either a transaction at or after T appears, or the server's own clock is ``settle`` seconds past
-T (every transaction it writes from then on is committed after T: the head is the stop), bounded by
+the end of T's whole second (every transaction it writes from then on has a commit time at or
+after T: the head is the stop; a T with a fraction, as a manual run's, waits for its second to
+end, since a transaction later in that second is stamped with the second, before T), bounded by
 ``wait`` seconds; past the bound it raises :class:`IntervalNotReachedError` (or, with
 ``on_unreached="head"``, stops at the head and says that a rerun may stop later).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -244,9 +247,9 @@ def interval_stop(
     :param when: the interval's end, unix seconds.
     :param wait: seconds to wait at most for the server to reach ``when``.
     :param poll: seconds between looks at the server's head while waiting.
-    :param settle: how far past ``when`` the server's clock must be before an idle server's head
-        counts as the stop (a transaction committed just before ``when`` may reach the binlog a
-        moment later).
+    :param settle: how far past ``when`` (rounded up to its whole second) the server's clock must be
+        before an idle server's head counts as the stop (a transaction committed just before
+        ``when`` may reach the binlog a moment later).
     :param on_unreached: ``fail`` (raise :class:`IntervalNotReachedError`) or ``head`` (stop at the
         head, saying so) when the wait is over.
     :param report: ``report(level, line)`` for the wait's messages.
@@ -260,6 +263,8 @@ def interval_stop(
     first_file = index.file_at(when)
     scan_from = BinlogPosition(first_file, 4)
     began = time.monotonic()
+    # binlog times are whole seconds: from the clock's second ceil(T) on, every stamp is >= T
+    decided_at = math.ceil(when) + settle
     gtid: Any = None
     last: Transaction | None = None
     while True:
@@ -277,7 +282,7 @@ def interval_stop(
             scan_from = head
         now = server_clock(client)
         waited = time.monotonic() - began
-        if now >= when + settle:
+        if now >= decided_at:
             reason = (
                 f"no transaction committed at or after {iso(when)} yet and the server's clock reads "
                 f"{iso(round(now, 3))}: the head {head} is the stop"
@@ -304,7 +309,7 @@ def interval_stop(
                 "does), raise stop_wait, check the server's clock, or use on_unreached='head' to stop "
                 "at the head"
             )
-        pause = max(0.05, min(poll, wait - waited, when + settle - now))
+        pause = max(0.05, min(poll, wait - waited, decided_at - now))
         say(logging.INFO, f"{state}; waiting up to {wait - waited:.0f} s more (next look in {pause:.1f} s)")
         sleep(pause)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -126,7 +127,7 @@ def test_idle_server_past_the_instant_stops_at_the_head(
     head is the stop; once one is written, the search finds it exactly there."""
     mariadb.execute(f"INSERT INTO {table} (at) VALUES (NOW(6))")
     when = _server_now(mariadb)
-    time.sleep(0.6)
+    time.sleep(math.ceil(when) - when + 0.6)  # past T's second (binlog times are whole seconds) + settle
     waits: list[str] = []
     idle = interval_stop(client, when, wait=5, poll=0.1, settle=0.5, report=lambda lv, ln: waits.append(ln))
     assert idle.reached and "is the stop" in idle.reason and not waits, (idle, waits)
