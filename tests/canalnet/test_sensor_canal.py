@@ -13,7 +13,6 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,13 +20,9 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
-from airflow_provider_binlog.binlog.client import ReplicationConfig
-from airflow_provider_binlog.canal.filter import TableFilter
-from airflow_provider_binlog.canal.instance import InstanceConfig
 from airflow_provider_binlog.canal.meta import FileMetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canalnet.protocol import scramble_gen_pass
-from airflow_provider_binlog.canalnet.server import Account, CanalServer, ServedDestination
+from airflow_provider_binlog.canalnet.server import CanalServer
 from airflow_provider_binlog.hooks.canal import CanalHook
 from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
 from airflow_provider_binlog.triggers.binlog import BinlogEventTrigger
@@ -36,22 +31,6 @@ pytestmark = pytest.mark.integration
 
 CONTEXT: Any = {"ti": SimpleNamespace(dag_id="tests", task_id="wait", try_number=1), "run_id": "r"}
 SECRET = "pw-s3cret"  # the unreachable servers' connection (the server's account is canal/pw, as run_child's)
-
-
-@pytest.fixture
-def canal_server(mariadb: Any, database: str, tmp_path: Path) -> Iterator[CanalServer]:
-    src = ReplicationConfig(
-        host=mariadb.host, port=mariadb.port, user=mariadb.repl_user, password=mariadb.repl_password,
-        heartbeat_period=1.0,
-    )  # fmt: skip
-    server = CanalServer(
-        [ServedDestination(InstanceConfig("shop", src, TableFilter(include=f"{database}\\..*")))],
-        meta=FileMetaManager(str(tmp_path / "meta")),
-        account=Account("canal", scramble_gen_pass(b"pw")), port=0, max_get_wait=3.0,
-    )  # fmt: skip
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
