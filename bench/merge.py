@@ -28,19 +28,25 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.session import create_session
 
-SCHEMA = TableSchema(
-    "bench",
-    "t",
-    (
-        ColumnDef("id", T.LONGLONG),
-        ColumnDef("a", T.LONG),
-        ColumnDef("b", T.VARCHAR, collation=45, charset="utf-8"),
-        ColumnDef("c", T.DOUBLE),
-        ColumnDef("d", T.DATETIME2, fsp=6),
-        ColumnDef("e", T.NEWDECIMAL, precision=12, scale=4),
-    ),
-    ("id",),
-)
+
+def schema_of(table: str) -> TableSchema:
+    """The benchmark table's columns under the name ``bench.<table>`` (also ``bench/merge_wide.py``'s)."""
+    return TableSchema(
+        "bench",
+        table,
+        (
+            ColumnDef("id", T.LONGLONG),
+            ColumnDef("a", T.LONG),
+            ColumnDef("b", T.VARCHAR, collation=45, charset="utf-8"),
+            ColumnDef("c", T.DOUBLE),
+            ColumnDef("d", T.DATETIME2, fsp=6),
+            ColumnDef("e", T.NEWDECIMAL, precision=12, scale=4),
+        ),
+        ("id",),
+    )
+
+
+SCHEMA = schema_of("t")
 
 
 class Changes:

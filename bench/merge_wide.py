@@ -53,29 +53,12 @@ if os.environ.get("BENCH_PRODUCT"):
     sys.path.insert(0, os.environ["BENCH_PRODUCT"])
 
 import psutil
+from merge import schema_of  # bench/merge.py: the same table shape
 
-from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
-from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.merge import ChangeMerger
 from airflow_provider_binlog.lake.session import create_session
-
-
-def schema_of(table: str) -> TableSchema:
-    return TableSchema(
-        "bench",
-        table,
-        (
-            ColumnDef("id", T.LONGLONG),
-            ColumnDef("a", T.LONG),
-            ColumnDef("b", T.VARCHAR, collation=45, charset="utf-8"),
-            ColumnDef("c", T.DOUBLE),
-            ColumnDef("d", T.DATETIME2, fsp=6),
-            ColumnDef("e", T.NEWDECIMAL, precision=12, scale=4),
-        ),
-        ("id",),
-    )
 
 
 class Source:
