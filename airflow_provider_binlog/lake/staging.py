@@ -56,6 +56,7 @@ from pyarrow import fs as pafs
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.sql import parse_name
+from airflow_provider_binlog.lake.sql import quote as quote_ident
 from airflow_provider_binlog.lake.types import LakeColumn, LakeType, arrow_schema
 
 if TYPE_CHECKING:
@@ -268,6 +269,13 @@ class StagingArea:
             self.fs.delete_dir(self.base)
 
 
+def spark_schema(columns: Sequence[LakeColumn]) -> str:
+    """The staged file's schema as Spark DDL (what Spark infers from the file's footer): given to the
+    reader, it spares a Spark job per staged file (reading the footer and inferring the schema, about
+    0.2-0.4 s in a fresh driver)."""
+    return ", ".join(f"{quote_ident(c.name)} {c.type.sql}" for c in columns)
+
+
 class StagedViews:
     """Staged files of one merger, each read by Spark as a temporary view until it is dropped.
 
@@ -306,7 +314,7 @@ class StagedViews:
         reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
             "int96RebaseMode", "CORRECTED"
         )
-        reader.parquet(uri).createOrReplaceTempView(view)
+        reader.schema(spark_schema(columns)).parquet(uri).createOrReplaceTempView(view)
         return view, name, count
 
     def drop(self, view: str, name: str) -> None:

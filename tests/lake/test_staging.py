@@ -116,3 +116,41 @@ def test_a_cluster_without_a_shared_root_is_refused() -> None:
 
     with pytest.raises(LakeError, match="staging_uri"):
         staging_root(Session())  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_the_declared_schema_is_what_spark_infers_for_every_lake_type(session: Any, tmp_path: Path) -> None:
+    """The staged view reads with :func:`spark_schema` instead of inferring it from the footer: for
+    every lake type (and names that need quoting) both give the same schema and the same values."""
+    import datetime
+    from decimal import Decimal
+
+    from airflow_provider_binlog.lake import types
+    from airflow_provider_binlog.lake.options import META_COLUMNS
+    from airflow_provider_binlog.lake.staging import spark_schema
+
+    kinds = {n: t for n, t in vars(types).items() if isinstance(t, types.LakeType)}
+    kinds["DEC"] = types.decimal_type(12, 3)
+    kinds["WIDE_DEC"] = types.decimal_type(38, 10)
+    cols = [LakeColumn(f"c {name.lower()}", t) for name, t in sorted(kinds.items())]
+    cols += [LakeColumn("odd `name`", types.STRING), *META_COLUMNS]
+    at = datetime.datetime(1582, 10, 4, 23, 59, 59, 999999)
+    values = {
+        "INT": -7, "BIGINT": -(2**40), "UBIGINT": 2**64 - 1, "FLOAT": 1.5, "DOUBLE": -2.25,
+        "DATE": datetime.date(1, 1, 1), "TIME": datetime.timedelta(hours=-838), "DATETIME": at,
+        "TIMESTAMP": at.replace(year=2038, tzinfo=datetime.timezone.utc), "STRING": "é",
+        "BINARY": b"\x00\xff", "JSON": {"a": [1]}, "VECTOR": [1.5, -2.0], "BOOLEAN": True,
+        "DEC": Decimal("-123.456"), "WIDE_DEC": Decimal("1234567890.0123456789"),
+    }  # fmt: skip
+    row = [values.get(c.name[2:].upper(), "meta") for c in cols]
+    row[cols.index(META_COLUMNS[1])] = values["TIMESTAMP"]
+    area = StagingArea(str(tmp_path), "d")
+    uri, count = area.write("schema", cols, [row, [None] * len(cols)])
+    reader = session.read.option("datetimeRebaseMode", "CORRECTED")  # as StagedViews.stage reads
+    inferred = reader.parquet(uri)
+    declared = reader.schema(spark_schema(cols)).parquet(uri)
+    assert count == 2
+    assert declared.schema == inferred.schema
+    assert [c.name for c in declared.schema] == [c.name for c in cols]
+    assert sorted(map(repr, declared.collect())) == sorted(map(repr, inferred.collect()))
+    area.close()
