@@ -132,4 +132,4 @@ def run_resnapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
             running.close()
         wiring.close()
         if owned:
-            spark.stop()
+            session.stop_session(spark)

@@ -158,4 +158,4 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
             running.close()
         wiring.close()
         if owned:
-            spark.stop()
+            session.stop_session(spark)

@@ -194,4 +194,4 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         conn.close()
         if owned:
-            spark.stop()
+            session.stop_session(spark)

@@ -467,7 +467,9 @@ class Drain:
         if merger is not None:
             merger.close()
         if self.spark is not None and self.settings.stop_spark:
-            self.spark.stop()
+            from airflow_provider_binlog.lake.session import stop_session
+
+            stop_session(self.spark)
         elif self._staging_conf is not None:  # the session lives on: its own staging setting back
             from airflow_provider_binlog.lake.staging import STAGING_CONF
 
