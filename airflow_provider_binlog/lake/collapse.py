@@ -54,6 +54,10 @@ class Piece:
     """Per schema (by identity): whether its full images list its columns in order."""
     segment: int = 0
     """Which stretch between schema-changing DDL it belongs to (see :mod:`.pending`)."""
+    existing: bool = False
+    """An update or delete of a key the piece had not folded before: the key was in the source
+    before the piece, so the lake table holds it, and the piece cannot be written as new keys alone
+    (:mod:`.new_keys` need not look)."""
     shard: Callable[[str, str], str] | None = None
     """``(schema, table) -> shard value`` when ``keys`` end with the shard column (see
     :mod:`.shards`): a key is then the source key's values and the change's shard value, flat."""
@@ -79,6 +83,7 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     with_meta = piece.with_meta
     meta: Meta | None = None
     inserts = updates = deletes = 0
+    existing = piece.existing
     seen: TableSchema | None = None  # the schema of the previous change, and what is known of it
     width, in_order = -1, False
     try:
@@ -108,6 +113,8 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
                 if op is update:
                     updates += 1
                     old = key_of(c.before or {})
+                    if not existing and old not in state:
+                        existing = True
                     if old != new:
                         state[old] = (None, None, meta) if with_meta else _DELETED
                 else:
@@ -115,12 +122,16 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
                 state[new] = (values, schema, meta)
             else:
                 deletes += 1
-                state[key_of(c.before or {})] = (None, None, meta) if with_meta else _DELETED
+                old = key_of(c.before or {})
+                if not existing and old not in state:
+                    existing = True
+                state[old] = (None, None, meta) if with_meta else _DELETED
     except KeyError as exc:
         raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
     piece.inserts += inserts
     piece.updates += updates
     piece.deletes += deletes
+    piece.existing = existing
     if changes:
         piece.last = changes[-1]
     return len(state) - held

@@ -237,7 +237,7 @@ class Statements:
         changes: str,
     ) -> Callable[[], None] | None:
         """Stage one folded piece (its state is released); return its MERGE (``None``: nothing left)."""
-        state, keys = piece.state, piece.keys
+        state, keys, existing = piece.state, piece.keys, piece.existing
         piece.state = {}
         reported = (piece.inserts, piece.updates, piece.deletes)
         if not state:
@@ -286,7 +286,8 @@ class Statements:
         insert, columns_filled = merge_sql.new_keys_sql(
             view, names, soft_delete=opts.soft_delete, with_meta=with_meta
         )
-        fast = bool(ranges) and upserts > 0 and new_keys.enabled()
+        # an update or delete of a key from before the piece: the table holds a staged key
+        fast = bool(ranges) and upserts > 0 and not existing and new_keys.enabled()
 
         def untouched() -> int | None:
             return new_keys.untouched_snapshot(spark, target, ranges, columns_filled) if fast else None

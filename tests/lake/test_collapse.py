@@ -98,6 +98,13 @@ def test_folding_in_any_split_merges_to_the_source_table(seed: int) -> None:
         sum(c.op is Op.DELETE for c in changes),
     )
     assert whole.last is changes[-1] and split.last is changes[-1]
+    made: set[Any] = set()  # keys an earlier change wrote: an update or delete of another was there before
+    existing = False
+    for c in changes:
+        existing = existing or (c.before is not None and (c.before["a"], c.before["b"]) not in made)
+        if c.after is not None:
+            made.add((c.after["a"], c.after["b"]))
+    assert whole.existing is existing and split.existing is existing
     touched = {(i["a"], i["b"]) for c in changes for i in (c.before, c.after) if i}
     assert set(whole.state) == touched  # one image per key touched, however many changes
 
@@ -142,3 +149,30 @@ def test_images_are_tuples_in_column_order_and_staged_under_a_wider_schema() -> 
         (2, 1, 2, 9),
         [3, 1, 3, None],
     ]
+
+
+def test_existing_says_whether_an_update_or_delete_reached_a_key_from_before_the_piece() -> None:
+    row = {"a": 1, "b": 1, "v": 0}
+    moved = {"a": 2, "b": 1, "v": 0}
+    cases = {
+        "inserts only": ([_change(0, Op.INSERT, None, row)], False),
+        "insert then update and delete": (
+            [
+                _change(0, Op.INSERT, None, row),
+                _change(1, Op.UPDATE, row, moved),
+                _change(2, Op.DELETE, moved, None),
+            ],
+            False,
+        ),
+        "an update of an older row": (
+            [_change(0, Op.INSERT, None, moved), _change(1, Op.UPDATE, row, row)],
+            True,
+        ),
+        "a delete of an older row": ([_change(0, Op.DELETE, row, None)], True),
+    }
+    for what, (changes, existing) in cases.items():
+        piece = Piece(SCHEMA.primary_key)
+        fold(piece, changes, "lake.t")
+        assert piece.existing is existing, what
+        fold(piece, [_change(9, Op.INSERT, None, {"a": 3, "b": 3, "v": 0})], "lake.t")
+        assert piece.existing is existing, f"{what}, then an insert"
