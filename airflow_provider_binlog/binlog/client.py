@@ -342,6 +342,7 @@ class ReplicationClient:
         stop_at: BinlogPosition | None = None,
         include_heartbeats: bool = False,
         ctx: DecodeContext | None = None,
+        annotate_rows: bool | None = None,
     ) -> BinlogStream:
         """Start reading the binlog.
 
@@ -354,10 +355,14 @@ class ReplicationClient:
             while the source is idle).
         :param ctx: the decode context to use (e.g. one with a ``schema_resolver``, or the context
             of a previous stream so its table maps carry over); a new one by default.
+        :param annotate_rows: ask MariaDB for ANNOTATE_ROWS events (the SQL text of each row-based
+            statement) in this dump; ``None``: as the config says (:attr:`ReplicationConfig.annotate_rows`).
+            A reader that never looks at them saves their bytes (the whole multi-row statement text)
+            on the wire and in the parser; every other event, and its position, is the same.
         """
         if (start is None) == (gtid is None):
             raise ValueError("give exactly one of start (file:pos) or gtid")
-        return BinlogStream(self, start, gtid, blocking, stop_at, include_heartbeats, ctx)
+        return BinlogStream(self, start, gtid, blocking, stop_at, include_heartbeats, ctx, annotate_rows)
 
 
 class BinlogStream:
@@ -377,12 +382,15 @@ class BinlogStream:
         stop_at: BinlogPosition | None,
         include_heartbeats: bool,
         ctx: DecodeContext | None = None,
+        annotate_rows: bool | None = None,
     ) -> None:
         self.client = client
         self.info = client.server_info()
         self.start = start
         self.stop_at = stop_at
         self.include_heartbeats = include_heartbeats
+        # MariaDB: ask for ANNOTATE_ROWS events (see ReplicationClient.dump)
+        self.annotate_rows = client.config.annotate_rows if annotate_rows is None else annotate_rows
         if isinstance(gtid, str):
             gtid = MariadbGtidList.parse(gtid) if self.info.is_mariadb else MysqlGtidSet.parse(gtid)
         if gtid is not None and self.info.is_mariadb != isinstance(gtid, MariadbGtidList):
@@ -496,7 +504,7 @@ class BinlogStream:
     def _send_dump(self, conn: pymysql.Connection) -> None:
         cfg = self.client.config
         flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
-        if self.info.is_mariadb and cfg.annotate_rows:
+        if self.info.is_mariadb and self.annotate_rows:
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
         if isinstance(self.start_gtid, MysqlGtidSet):
             data = self.start_gtid.encode()

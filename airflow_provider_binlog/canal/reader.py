@@ -31,9 +31,10 @@ from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.errors import ConnectionLostError, PurgedBinlogError
 from airflow_provider_binlog.binlog.event import Event
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
+from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.canal.change import Entry
 from airflow_provider_binlog.canal.convert import EntryConverter, GtidPosition
-from airflow_provider_binlog.canal.errors import SourceUnavailableError, StartPositionError
+from airflow_provider_binlog.canal.errors import SourceUnavailableError, StartPositionError, StoreClosedError
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.start import StartPoint
@@ -81,7 +82,7 @@ class BinlogReader:
         self.filter = filter
         self.history = history
         self.converter = converter
-        converter.sink = self._put
+        converter.sink = self._sink
         converter.progress = self._progress
         if converter.lookback is None:  # XA prepared before the start point, committed after it
             converter.lookback = XaLookback(destination, client, filter, history)
@@ -105,6 +106,9 @@ class BinlogReader:
         self._last_put: tuple[int, int, int, int] | None = None
         self._generation = 0
         self._received = False  # the current dump received an event (resets the failure count)
+        self._rows: list[Entry] = []  # row changes converted and not put yet (see _sink)
+        self._row_sizes: list[int] = []
+        self._flush_at = max(1, min(1024, store.max_entries // 16))
 
     # ------------------------------------------------------------------ control
 
@@ -247,6 +251,7 @@ class BinlogReader:
             gtid=None if point.position is not None else point.gtid,
             stop_at=self.stop_at,
             include_heartbeats=True,
+            annotate_rows=False,  # the converter never reads them (a multi-row INSERT's whole text)
         )
         self._stream = stream
         history = self.history
@@ -267,19 +272,46 @@ class BinlogReader:
         converter.begin_stream()
         handle = converter.handle
         stop, restart = self._stop, self._restart
+        self._rows, self._row_sizes = [], []
+        flush, flush_at = self._flush, self._flush_at
         try:
             for event in stream:
                 if stop.is_set() or restart.is_set():
                     return
                 self._received = True
                 handle(event)
+                if self._rows and (len(self._rows) >= flush_at or type(event.body) is not RowsEvent):
+                    flush()
             if not restart.is_set():
                 converter.finish()
         finally:
             self._stream = None
             stream.close()
+            # what was converted before the stream ended or failed goes in, as if put per event
+            # (not after a stop or a re-read: the store is closed or reset)
+            if self._rows and not stop.is_set() and not restart.is_set():
+                with contextlib.suppress(StoreClosedError):
+                    flush()
 
-    def _put(self, entries: list[Entry], size_each: int | None = None) -> None:
+    def _sink(self, entries: list[Entry], size_each: int | None = None) -> None:
+        """The converter's sink: the row changes of consecutive rows events (one statement's, at
+        most :attr:`_flush_at`) are put together, after the last of them (one store put, not one
+        per event); anything else puts them first, then itself, in order."""
+        if size_each is not None:
+            self._rows.extend(entries)
+            self._row_sizes.extend([size_each] * len(entries))
+            return
+        if self._rows:
+            self._flush()
+        self._put(entries)
+
+    def _flush(self) -> None:
+        rows, sizes = self._rows, self._row_sizes
+        if rows:
+            self._rows, self._row_sizes = [], []
+            self._put(rows, sizes)
+
+    def _put(self, entries: list[Entry], sizes: list[int] | None = None) -> None:
         if not entries:
             return
         skip = self._skip_through
@@ -287,10 +319,13 @@ class BinlogReader:
         seen = max(skip, last) if skip is not None and last is not None else skip if last is None else last
         keep = entries
         if seen is not None and entries[0].order_key <= seen:  # re-read after a reconnect
-            keep = [e for e in entries if e.order_key > seen]
+            kept = [i for i, e in enumerate(entries) if e.order_key > seen]
+            keep = [entries[i] for i in kept]
+            if sizes is not None:
+                sizes = [sizes[i] for i in kept]
         if not keep:
             return
-        self.store.put(keep, generation=self._generation, size_each=size_each)
+        self.store.put(keep, generation=self._generation, sizes=sizes)
         with self._lock:
             if not self._restart.is_set():
                 self._last_put = keep[-1].order_key  # an OrderKey is a tuple

@@ -194,6 +194,7 @@ class EventStore:
         timeout: float | None = None,
         generation: int | None = None,
         size_each: int | None = None,
+        sizes: list[int] | None = None,
     ) -> int:
         """Append entries in order, blocking while the buffer is full.
 
@@ -203,6 +204,8 @@ class EventStore:
             :meth:`reset` then raises :class:`StoreResetError` instead of mixing old entries in.
         :param size_each: the estimated size of every entry (the rows of one event, see
             :func:`row_size`), instead of asking the store's estimator per entry.
+        :param sizes: the estimated size of each entry, in order (a list as long as ``entries``, a
+            list too: the rows of several events put together); instead of ``size_each``.
         :return: the number of entries put (fewer than given only on timeout).
         :raises StoreClosedError: the store was closed; :class:`StoreResetError` when reset.
         """
@@ -218,11 +221,14 @@ class EventStore:
             if generation is not None and generation != self._generation:
                 raise StoreResetError("the event store was reset")
             generation = self._generation
-            if size_each is not None and isinstance(items, list) and self._fits(len(items), size_each):
-                return self._append_all(items, size_each)
+            if type(items) is list:
+                if size_each is not None and self._fits(len(items), len(items) * size_each):
+                    return self._append_all(items, [size_each] * len(items))
+                if sizes is not None and self._fits(len(items), sum(sizes)):
+                    return self._append_all(items, sizes)
             size_of = self._size_of
-            for entry in items:
-                size = size_of(entry) if size_each is None else size_each
+            for i, entry in enumerate(items):
+                size = sizes[i] if sizes is not None else size_of(entry) if size_each is None else size_each
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while True:
                     if self._closed:
@@ -255,29 +261,33 @@ class EventStore:
             self._wake()
         return count
 
-    def _fits(self, n: int, size_each: int) -> bool:
-        """Whether ``n`` entries of ``size_each`` fit now, as ``n`` single puts would find (lock held)."""
+    def _fits(self, n: int, size: int) -> bool:
+        """Whether ``n`` entries of ``size`` bytes together fit now, as ``n`` single puts would find
+        (lock held)."""
         if self._closed:
             return False
         held = self._put_seq - self._release_seq
         if held + n > self.max_entries:
             return False
-        return self._used_bytes + n * size_each <= self.max_bytes or (held == 0 and n == 1)
+        return self._used_bytes + size <= self.max_bytes or (held == 0 and n == 1)
 
-    def _append_all(self, entries: list[Entry], size_each: int) -> int:
-        """Append entries known to fit (:meth:`_fits`) in one go (lock held)."""
+    def _append_all(self, entries: list[Entry], each: list[int]) -> int:
+        """Append entries known to fit (:meth:`_fits`) in one go, ``each`` their sizes (lock held)."""
         cap, ring, sizes = self.max_entries, self._ring, self._sizes
         n = len(entries)
         first = self._put_seq % cap
         head = min(n, cap - first)  # the slots up to the ring's end, then the rest from its start
-        ring[first : first + head] = entries[:head] if head < n else entries
-        sizes[first : first + head] = [size_each] * head
         if head < n:
+            ring[first : first + head] = entries[:head]
+            sizes[first : first + head] = each[:head]
             ring[: n - head] = entries[head:]
-            sizes[: n - head] = [size_each] * (n - head)
+            sizes[: n - head] = each[head:]
+        else:
+            ring[first : first + n] = entries
+            sizes[first : first + n] = each
         seq = self._put_seq + n
         self._put_seq = seq
-        self._used_bytes += n * size_each
+        self._used_bytes += sum(each)
         self._flushed = False
         self.peak_bytes = max(self.peak_bytes, self._used_bytes)
         self.peak_entries = max(self.peak_entries, seq - self._release_seq)
@@ -288,7 +298,7 @@ class EventStore:
         """After a put: wake waiting consumers once one of them can return (its batch is complete
         or the buffer is full), not at every put (lock held). A consumer woken per rows event
         would take the GIL and the lock back thousands of times per batch only to wait again."""
-        if self._put_seq >= self._wake_at or self._full():
+        if self._consumers_waiting and (self._put_seq >= self._wake_at or self._full()):
             self._not_empty.notify_all()
 
     def flush(self) -> None:

@@ -78,6 +78,41 @@ def test_dump_from_file_position_non_blocking(mariadb: Any, database: str) -> No
     assert all(e.file == start.file for e in events if e.type_name != "ROTATE_EVENT")
 
 
+def test_dump_without_annotate_rows(mariadb: Any, database: str) -> None:
+    """``dump(annotate_rows=False)`` (the canal reader's): MariaDB sends no ANNOTATE_ROWS events;
+    every other event comes at the same position with the same rows; the config's default asks
+    for them, and ``annotate_rows=True`` does so for a config that does not."""
+    c = client(mariadb)
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    start = c.head_position()
+    mariadb.execute(f"INSERT INTO `{database}`.t VALUES (1, 'a'), (2, 'b')")
+    mariadb.execute(f"UPDATE `{database}`.t SET v = 'c' WHERE id = 2")
+    end = c.head_position()
+
+    def read(cl: ReplicationClient, **kw: Any) -> list[Any]:
+        with cl.dump(start, stop_at=end, **kw) as stream:
+            events = list(stream)
+        assert stream.position == end
+        return events
+
+    full, bare = read(c), read(c, annotate_rows=False)
+    assert [e.type_name for e in full].count("ANNOTATE_ROWS_EVENT") == 2
+    assert "ANNOTATE_ROWS_EVENT" not in [e.type_name for e in bare]
+    kept = [e for e in full if e.type_name != "ANNOTATE_ROWS_EVENT"]
+    assert [(e.type_name, e.position, e.end_position) for e in bare] == [
+        (e.type_name, e.position, e.end_position) for e in kept
+    ]
+    assert rows_of(bare, "t") == rows_of(full, "t")
+    assert rows_of(bare, "t") == [
+        (None, {"id": 1, "v": "a"}),
+        (None, {"id": 2, "v": "b"}),
+        ({"id": 2, "v": "b"}, {"id": 2, "v": "c"}),
+    ]
+    off = client(mariadb, annotate_rows=False)
+    assert "ANNOTATE_ROWS_EVENT" not in [e.type_name for e in read(off)]
+    assert [e.type_name for e in read(off, annotate_rows=True)].count("ANNOTATE_ROWS_EVENT") == 2
+
+
 def test_dump_from_mariadb_gtid(mariadb: Any, database: str) -> None:
     c = client(mariadb)
     mariadb.execute(f"CREATE TABLE `{database}`.g (id INT PRIMARY KEY)")

@@ -352,3 +352,30 @@ def test_rows_of_one_event_put_with_one_size_behave_like_single_puts() -> None:
     assert store.put(rows, timeout=0.05, size_each=each) == 5
     store = EventStore(max_entries=100, max_bytes=each // 2)  # an empty store takes one oversized entry
     assert store.put(rows, timeout=0.05, size_each=each) == 1
+
+
+def test_rows_of_several_events_put_with_their_sizes_behave_like_single_puts() -> None:
+    """``put(rows, sizes=[...])`` (the reader's path: the rows of consecutive rows events, each
+    with its event's estimate) appends at once when everything fits, across the ring's end too,
+    and otherwise waits entry by entry exactly as single puts of those sizes do."""
+    rows = [row(i) for i in range(10)]
+    sizes = [100] * 4 + [300] * 6
+    store = EventStore(max_entries=16, max_bytes=1 << 30)
+    assert store.put(rows[:9], size_each=1) == 9
+    store.ack(store.get_without_ack(9).id)  # the next put wraps around the ring's end
+    assert store.put(rows, sizes=sizes) == 10
+    assert store.used_bytes == sum(sizes) and store.peak_entries == 10
+    first = store.get_without_ack(5)
+    assert list(first) == rows[:5] and first.size == 4 * 100 + 300
+    rest = store.get_without_ack(10)
+    assert list(rest) == rows[5:] and rest.size == 5 * 300
+    store.ack(first.id)
+    assert store.used_bytes == 5 * 300
+
+    store = EventStore(max_entries=100, max_bytes=4 * 100 + 2 * 300)  # room for the first 6 of 10
+    assert store.put(rows, timeout=0.05, sizes=sizes) == 6
+    assert store.used_bytes == 4 * 100 + 2 * 300
+    assert list(store.get_without_ack(10)) == rows[:6]
+
+    store = EventStore(max_entries=100, max_bytes=50)  # an empty store takes one oversized entry
+    assert store.put(rows, timeout=0.05, sizes=sizes) == 1 and store.used_bytes == 100
