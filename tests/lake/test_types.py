@@ -211,6 +211,9 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert session_conf(master="local[3]")["spark.sql.shuffle.partitions"] == "3"
     assert session_conf(master="local")["spark.sql.shuffle.partitions"] == "1"
     assert local_cores("local[2, 4]") == 2 and local_cores("local[*]") == os.cpu_count()
+    # no adaptive re-planning on a local master (nothing to coalesce); a user's setting wins
+    assert session_conf()["spark.sql.adaptive.enabled"] == "false"
+    assert session_conf(conf={"spark.sql.adaptive.enabled": "true"})["spark.sql.adaptive.enabled"] == "true"
     # a property of the default catalog alone keeps the default catalog
     conf = session_conf(conf={"spark.sql.catalog.lake.cache-enabled": "false"})
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
@@ -230,7 +233,7 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     assert "spark.jars" not in conf and conf["spark.master"] == "spark://h:7077"
     assert conf["spark.sql.catalog.cat.type"] == "rest" and "spark.sql.catalog.cat.warehouse" not in conf
     assert conf["spark.sql.extensions"] == f"com.example.Ext,{ICEBERG_EXTENSIONS}"
-    assert "spark.ui.enabled" not in conf
+    assert "spark.ui.enabled" not in conf and "spark.sql.adaptive.enabled" not in conf
     assert "TieredStopAtLevel" not in conf["spark.driver.extraJavaOptions"]  # a cluster's driver
     assert "UseParallelGC" not in conf["spark.driver.extraJavaOptions"]
 
