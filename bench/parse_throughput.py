@@ -31,6 +31,22 @@ best of 3 CPU-seconds per mode, against ``base`` (the commit before the instance
 instance / raw decode 1.69-1.79x with the collector on (base 2.62-2.65x), 1.55-1.64x with it
 paused (base 2.25-2.34x); the instance's CPU 2.12-2.53 s against 3.26-4.06 s. Wall-clock ratios
 swung with the load (1.4-3.0x).
+
+Third round (2026-11-25 06:19-06:22 UTC, load average 2.4-3.9, 200k rows, ``--gc paused``, best of
+3, ``base`` = 170e6c8): 1.48x and 1.56x against base 1.56x and 1.77x (instance CPU 1.86-2.0 s
+against 1.95-2.08 s). Most of that comes from the reader's dump no longer asking for ANNOTATE_ROWS
+events (37% of this binlog's bytes: each multi-row INSERT's text), which the raw decode still
+reads: with ``--annotate off`` (the raw decode without them too, the same events on both sides)
+the instance is 1.84x (2.84-2.93 CPU-us per row over the raw decode's 3.4). ``--profile PREFIX``
+(py-spy per pass) and the per-thread CPU printed for the instance show where that goes: the reader
+thread is ~0.2 s over the raw decode (the converter's and store's Python per rows event, and
+allocating into memory the consumer freed: pymalloc's free lists are cold), the consumer ~0.7 s
+against ~0.2 s for the same touching inside the raw decode's loop: it reads and frees rows made
+thousands of rows earlier (a batch of 5000 is ~7 MB of row objects plus the binlog bytes read
+meanwhile, past the 2 MB L2), so dict iteration and deallocation miss the cache (perf:
+``dictiter_iternextvalue`` and ``free_keys_object`` 7-10x the raw decode's). Neither pinning both
+threads to one core nor ``--batch 500`` changed that much (the GIL's 5 ms switch interval alone
+lets the reader run ~1200 rows ahead).
 """
 
 from __future__ import annotations
@@ -62,6 +78,7 @@ from airflow_provider_binlog.canal.start import StartSpec
 from airflow_provider_binlog.dev.services import MariaDbServer
 
 BATCH = 1000
+THREADS: dict[str, float] = {}  # the instance pass's CPU seconds per thread (reader, consumer)
 
 
 def load(server: MariaDbServer, rows: int) -> tuple[BinlogPosition, BinlogPosition]:
@@ -95,12 +112,15 @@ def touch(row: dict[str, Any]) -> int:
     return n
 
 
-def ours(server: Any, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float, float]:
+def ours(
+    server: Any, start: BinlogPosition, head: BinlogPosition, annotate: bool = True
+) -> tuple[int, float, float]:
     client = ReplicationClient(
         ReplicationConfig(
-            host=server.host, port=server.port, user=server.repl_user, password=server.repl_password
+            host=server.host, port=server.port, user=server.repl_user, password=server.repl_password,
+            annotate_rows=annotate,
         )
-    )
+    )  # fmt: skip
     rows = 0
     t0, c0 = time.perf_counter(), time.process_time()
     with client.dump(start, stop_at=head) as stream:
@@ -129,7 +149,8 @@ def instance(
     )
     inst = CanalInstance(config, MemoryMetaManager())
     rows = 0
-    t0, c0 = time.perf_counter(), time.process_time()
+    reader_cpu = 0.0
+    t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
     inst.subscribe(stop_at=head)
     try:
         deadline = time.monotonic() + 3600
@@ -147,9 +168,25 @@ def instance(
                         touch(e.after)
                     rows += 1
             inst.ack(batch.id)
+            reader_cpu = _thread_cpu(inst, reader_cpu)
     finally:
         inst.close()
+    THREADS["reader"] = reader_cpu
+    THREADS["consumer"] = time.thread_time() - m0
     return rows, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _thread_cpu(inst: CanalInstance, last: float) -> float:
+    """The reader thread's CPU seconds so far (from /proc; ``last`` once the thread has ended)."""
+    thread = inst.reader._thread if inst.reader is not None else None
+    if thread is None or thread.native_id is None:
+        return last
+    try:
+        with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return last
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def baseline(server: Any, start: BinlogPosition, head: BinlogPosition) -> tuple[int, float, float]:
@@ -200,19 +237,26 @@ def _child(spec: str) -> int:
         gc.freeze()
     server = SimpleNamespace(**p["server"])
     start, head = BinlogPosition.parse(p["start"]), BinlogPosition.parse(p["head"])
-    run = {"ours": ours, "instance": lambda *a: instance(*a, p["batch"]), "base": baseline}[p["mode"]]
+    run = {
+        "ours": lambda *a: ours(*a, p.get("annotate", "on") == "on"),
+        "instance": lambda *a: instance(*a, p["batch"]),
+        "base": baseline,
+    }[p["mode"]]
     n, wall, cpu = run(server, start, head)  # type: ignore[operator]
-    print(json.dumps({"rows": n, "wall": wall, "cpu": cpu, "native": values.native_available()}))
+    print(json.dumps({"rows": n, "wall": wall, "cpu": cpu, "native": values.native_available(), **THREADS}))
     return 0
 
 
 def run_pass(mode: str, product: str, server: MariaDbServer, start: BinlogPosition, head: BinlogPosition,
-             batch: int, collector: str) -> dict[str, Any]:  # fmt: skip
-    """One pass in a fresh interpreter (every mode starts alike; ``product`` a checkout or "")."""
+             batch: int, collector: str, profile: str | None = None,
+             annotate: str = "on") -> dict[str, Any]:  # fmt: skip
+    """One pass in a fresh interpreter (every mode starts alike; ``product`` a checkout or "");
+    ``profile``: a file the pass's py-spy samples go to (collapsed stacks per thread, GIL held)."""
     spec = {
         "mode": mode,
         "batch": batch,
         "gc": collector,
+        "annotate": annotate,
         "start": str(start),
         "head": str(head),
         "server": {
@@ -222,13 +266,19 @@ def run_pass(mode: str, product: str, server: MariaDbServer, start: BinlogPositi
         },
     }  # fmt: skip
     env = {**os.environ, "BENCH_PRODUCT": product}
+    cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
+    if profile:
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        cmd = [spy, "record", "--format", "raw", "--threads", "--gil", "--rate", "250", "-o", profile,
+               "--", *cmd]  # fmt: skip
     out = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(spec)],
+        cmd,
         env=env, capture_output=True, text=True, timeout=3600, check=False,
     )  # fmt: skip
     if out.returncode != 0:
         raise SystemExit(f"{mode} pass ({product or 'this checkout'}) failed:\n{out.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]  # py-spy prints its own lines
+    result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
@@ -253,6 +303,22 @@ def main(argv: list[str] | None = None) -> int:
         help="Python's cyclic garbage collector in every pass: on, or paused as a drain pauses it "
         "(gc.disable + gc.freeze, drain/collector.py)",
     )
+    ap.add_argument(
+        "--annotate",
+        choices=("on", "off"),
+        default="on",
+        help="whether the raw decode's dump asks MariaDB for ANNOTATE_ROWS events (the SQL text of "
+        "each statement: the whole multi-row INSERT). The canal instance's reader asks for none "
+        "(this checkout; earlier ones as their config said, on): 'off' compares the two over the "
+        "same events",
+    )
+    ap.add_argument(
+        "--profile",
+        default=None,
+        metavar="PREFIX",
+        help="record every pass with py-spy (GIL-holding samples, per thread, collapsed stacks) into "
+        "PREFIX-<label>-<mode>-<pass>.txt (the passes run slower under it: time them without)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
@@ -266,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         load_avg = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; load average {load_avg}; loaded {args.rows} "
               f"inserts + {args.rows // 2} updates in {time.perf_counter() - t0:.1f} s; "
-              f"binlog {start} .. {head}; cyclic GC {args.gc}")  # fmt: skip
+              f"binlog {start} .. {head}; cyclic GC {args.gc}; raw decode ANNOTATE_ROWS "
+              f"{args.annotate}")  # fmt: skip
         labels = {
             "ours": "raw decode (binlog.client)",
             "instance": "canal instance",
@@ -279,12 +346,16 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in modes:
                     if mode == "base" and product:
                         continue  # the baseline does not depend on the product
-                    r = run_pass(mode, product, server, start, head, args.batch, args.gc)
+                    prof = f"{args.profile}-{label}-{mode}-{k + 1}.txt" if args.profile else None
+                    r = run_pass(mode, product, server, start, head, args.batch, args.gc, prof,
+                                 args.annotate)  # fmt: skip
                     n, wall, cpu = r["rows"], r["wall"], r["cpu"]
                     counts[label, mode] = n
                     prev = best.get((label, mode), [float("inf"), float("inf")])
                     best[label, mode] = [min(prev[0], wall), min(prev[1], cpu)]
                     native = "" if mode == "base" else f", C decoder {'on' if r['native'] else 'off'}"
+                    if "reader" in r:
+                        native += f"; reader thread {r['reader']:.2f} s, consumer {r['consumer']:.2f} s"
                     print(f"pass {k + 1} {label:>6} {labels[mode]:27}: {n} rows in {wall:.2f} s = "
                           f"{n / wall:,.0f} rows/s (CPU {cpu:.2f} s = {n / cpu:,.0f} rows/s"
                           f"{native})")  # fmt: skip
