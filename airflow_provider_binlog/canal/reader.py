@@ -108,7 +108,9 @@ class BinlogReader:
         self._received = False  # the current dump received an event (resets the failure count)
         self._rows: list[Entry] = []  # row changes converted and not put yet (see _sink)
         self._row_sizes: list[int] = []
+        self._row_bytes = 0
         self._flush_at = max(1, min(1024, store.max_entries // 16))
+        self._flush_bytes = store.max_bytes // 16
 
     # ------------------------------------------------------------------ control
 
@@ -272,15 +274,15 @@ class BinlogReader:
         converter.begin_stream()
         handle = converter.handle
         stop, restart = self._stop, self._restart
-        self._rows, self._row_sizes = [], []
-        flush, flush_at = self._flush, self._flush_at
+        self._rows, self._row_sizes, self._row_bytes = [], [], 0
+        flush = self._flush
         try:
             for event in stream:
                 if stop.is_set() or restart.is_set():
                     return
                 self._received = True
                 handle(event)
-                if self._rows and (len(self._rows) >= flush_at or type(event.body) is not RowsEvent):
+                if self._rows and type(event.body) is not RowsEvent:
                     flush()
             if not restart.is_set():
                 converter.finish()
@@ -294,12 +296,15 @@ class BinlogReader:
                     flush()
 
     def _sink(self, entries: list[Entry], size_each: int | None = None) -> None:
-        """The converter's sink: the row changes of consecutive rows events (one statement's, at
-        most :attr:`_flush_at`) are put together, after the last of them (one store put, not one
-        per event); anything else puts them first, then itself, in order."""
+        """The converter's sink: the row changes of consecutive rows events (one statement's, up to
+        a sixteenth of the store's capacity in entries or bytes) are put together after the last of
+        them (one store put, not one per event); anything else puts them first, then itself."""
         if size_each is not None:
             self._rows.extend(entries)
             self._row_sizes.extend([size_each] * len(entries))
+            self._row_bytes += size_each * len(entries)
+            if len(self._rows) >= self._flush_at or self._row_bytes >= self._flush_bytes:
+                self._flush()
             return
         if self._rows:
             self._flush()
@@ -308,7 +313,7 @@ class BinlogReader:
     def _flush(self) -> None:
         rows, sizes = self._rows, self._row_sizes
         if rows:
-            self._rows, self._row_sizes = [], []
+            self._rows, self._row_sizes, self._row_bytes = [], [], 0
             self._put(rows, sizes)
 
     def _put(self, entries: list[Entry], sizes: list[int] | None = None) -> None:
