@@ -61,8 +61,9 @@ workload is written once, then the measured runs B go one after the other over t
 range, and their figures are printed side by side; ``--variant-env K=V`` adds a variant whose run
 process has these environment variables (a product toggle measured A/B; ``BENCH_PRODUCT=<checkout>``
 runs that checkout's package, e.g. a ``git worktree`` of an earlier commit; ``BENCH_MAX_MB=<n>``
-runs it with ``max_bytes_per_commit`` n MiB; ``BENCH_MEMPROBE=1`` prints what the memory holds at
-each progress line, see ``bench/memprobe.py``). A master other than
+runs it with ``max_bytes_per_commit`` n MiB, ``BENCH_MAX_ROWS=<n>`` with ``max_rows_per_commit``
+n; ``BENCH_MEMPROBE=1`` prints what the memory holds at each progress line, see
+``bench/memprobe.py``). A master other than
 ``local`` is compared with ``local[2]`` unless ``--no-compare-local``.
 
 Measured 2026-11-24 16:49 UTC, 2 cores (load average 1.5 at the start: other benchmarks had just
@@ -513,6 +514,8 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     os.environ.update(params["env"])
     if params["env"].get("BENCH_MAX_MB"):  # a variant's max_bytes_per_commit (A/B of the limit)
         params = {**params, "max_bytes": int(params["env"]["BENCH_MAX_MB"]) << 20}
+    if params["env"].get("BENCH_MAX_ROWS"):  # a variant's max_rows_per_commit
+        params = {**params, "max_rows": int(params["env"]["BENCH_MAX_ROWS"])}
     if params["env"].get("BENCH_PRODUCT"):  # another checkout's package (an A/B of two builds)
         sys.path.insert(0, params["env"]["BENCH_PRODUCT"])
     import logging
