@@ -526,6 +526,9 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     import airflow_provider_binlog.drain  # noqa: F401  (imported before the clock starts, as the operator is)
 
     probe.install()
+    from timeline import from_env as timeline_from_env  # BENCH_TIMELINE=1: bench/timeline.py
+
+    timeline = timeline_from_env(dict(os.environ))
 
     stop = threading.Event()
     samples: dict[str, float] = {}
@@ -533,6 +536,8 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     sampler.start()
     cpu0 = os.times()
     t0 = time.perf_counter()
+    if timeline is not None:
+        timeline.start()
     drain, wiring = _drain(params, params.get("destination", DESTINATION))
     try:
         if params["profile"]:
@@ -549,6 +554,8 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     cpu1 = os.times()
     stop.set()
     sampler.join()
+    if timeline is not None:
+        print("\n".join(timeline.lines(wall)), flush=True)
     result.put(
         {
             "summary": summary,
