@@ -27,6 +27,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import IO
 
+from airflow_provider_binlog.lake import jvm_command
+
 log = logging.getLogger("airflow_provider_binlog.spark")
 
 _HEADER = re.compile(rb"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
@@ -86,7 +88,21 @@ def launch(settings: Mapping[str, str]) -> bool:
         reader = os.fdopen(read_end, "rb")
         threading.Thread(target=_pump, args=(reader,), name="spark-jvm-stderr", daemon=True).start()
         try:
-            gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+            script = jvm_command.driver_script(settings)  # spark-submit's launcher skipped
+            try:
+                extra = {} if script is None else {"executable": script}
+                gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end, **extra})
+            except Exception as exc:
+                if script is None:
+                    raise
+                jvm_command.forget(script)
+                log.warning(
+                    "the Spark driver did not start from its kept command (%s: %s); starting it "
+                    "through spark-submit",
+                    type(exc).__name__,
+                    exc,
+                )
+                gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
         finally:
             os.close(write_end)  # the JVM holds the only writer: the reader ends when it exits
         SparkContext._ensure_initialized(gateway=gateway)
