@@ -205,16 +205,18 @@ class ArchiveClient:
         stop_at: BinlogPosition | None = None,
         include_heartbeats: bool = False,
         ctx: DecodeContext | None = None,
+        annotate_rows: bool | None = None,
     ) -> Any:
         """A dump as :meth:`ReplicationClient.dump`, starting in the archive when ``start``'s file
-        is no longer on the server (a GTID start is the server's)."""
+        is no longer on the server (a GTID start is the server's). ``annotate_rows`` applies to the
+        live part; archived files hold the ANNOTATE_ROWS events the server wrote."""
         if start is None or start.file in self._server_names():
             return self.client.dump(
                 start, gtid=gtid, blocking=blocking, stop_at=stop_at,
-                include_heartbeats=include_heartbeats, ctx=ctx,
+                include_heartbeats=include_heartbeats, ctx=ctx, annotate_rows=annotate_rows,
             )  # fmt: skip
         plan = self.plan(start, stop_at)
-        return ArchiveStream(self, plan, start, stop_at, blocking, include_heartbeats, ctx)
+        return ArchiveStream(self, plan, start, stop_at, blocking, include_heartbeats, ctx, annotate_rows)
 
 
 def _runs(names: list[str]) -> str:
@@ -245,8 +247,10 @@ class ArchiveStream:
         blocking: bool,
         include_heartbeats: bool,
         ctx: DecodeContext | None,
+        annotate_rows: bool | None = None,
     ) -> None:
         self.owner = owner
+        self.annotate_rows = annotate_rows
         self.plan = plan
         self.start = start
         self.stop_at = stop_at
@@ -319,7 +323,7 @@ class ArchiveStream:
             return
         live = self.owner.client.dump(
             live_at, blocking=self.blocking, stop_at=self.stop_at,
-            include_heartbeats=self.include_heartbeats,
+            include_heartbeats=self.include_heartbeats, annotate_rows=self.annotate_rows,
         )  # fmt: skip
         live.parser.ctx.schema_resolver = self.parser.ctx.schema_resolver
         live.tracker.position = self.tracker.position

@@ -71,3 +71,17 @@ def test_plan_and_gaps(archive_dir: Path) -> None:
     assert "before the server's oldest binlog mariadb-bin.000007 on db:3306" in str(gap.value)
     with pytest.raises(ArchiveGapError, match="neither in the binlog archive"):
         later.plan(BinlogPosition("mariadb-bin.000000", 4))
+
+
+def test_the_archive_client_takes_every_argument_of_the_servers_dump() -> None:
+    """The reader calls ``dump`` the same way on either client: a keyword the server's dump takes
+    and the archive's does not breaks every archive backfill (``annotate_rows`` once did)."""
+    import inspect
+
+    from airflow_provider_binlog.binlog.client import ReplicationClient
+
+    live = inspect.signature(ReplicationClient.dump).parameters
+    archive = inspect.signature(ArchiveClient.dump).parameters
+    assert set(live) <= set(archive), set(live) - set(archive)
+    for name, param in live.items():
+        assert archive[name].kind == param.kind and archive[name].default == param.default, name
