@@ -17,7 +17,8 @@ scripts export. :func:`.jvm_log.launch` starts that script instead of ``spark-su
 A start through a kept script that fails is retried through ``spark-submit`` and the script removed.
 
 ``BINLOG_CDC_DIRECT_LAUNCH=off`` always starts through ``spark-submit``. Scripts live in
-``<cache>/launch/`` (:func:`.jars.cache_dir`); the newest :data:`KEEP` are kept.
+``<cache>/launch/`` (:func:`.jars.cache_dir`), readable by their owner only; the :data:`KEEP` used
+last are kept. Where they cannot be written, the driver starts through ``spark-submit``.
 """
 
 from __future__ import annotations
@@ -207,19 +208,28 @@ def driver_script(settings: Mapping[str, str], env: Mapping[str, str] | None = N
     key = launch_key(settings, home, env)
     path = script_dir() / f"driver-{key}.sh"
     if path.exists():
+        with contextlib.suppress(OSError):
+            os.utime(path)  # the newest used are the ones kept
         return str(path)
     try:
         prefix = build_prefix(settings, home, env)
+        _write(path, render_script(prefix, home, env, key))
     except (OSError, subprocess.SubprocessError, LaunchCommandError) as exc:
         log.info("the Spark driver starts through spark-submit: %s", exc)
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(render_script(prefix, home, env, key))
-    tmp.chmod(0o755)
-    os.replace(tmp, path)
     _prune(path.parent)
     return str(path)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write the script atomically, readable by its owner only (``spark.driver.extraJavaOptions``
+    may hold what others must not read)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
 
 
 def forget(script: str) -> None:

@@ -184,3 +184,21 @@ def test_a_kept_command_that_fails_falls_back_to_spark_submit(tmp_path: Path) ->
     assert out["count"] == 7
     assert out["scripts"] == []  # the failed script is gone; the next start builds it again
     assert "did not start from its kept command" in out["stderr"]
+
+
+def test_a_script_is_kept_for_its_owner_only_and_an_unwritable_cache_starts_through_spark_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix = ["/usr/bin/java", "-Dsecret=1", jc.SUBMIT_CLASS]
+    built: list[str] = []
+    monkeypatch.setattr(jc, "build_prefix", lambda settings, home, env: built.append(home) or prefix)
+    monkeypatch.setattr(jc, "script_dir", lambda: tmp_path / "launch")
+    env = {k: v for k, v in os.environ.items() if k != jc.DIRECT_LAUNCH_ENV}
+    script = jc.driver_script(LOCAL, env)
+    assert script is not None and Path(script).parent == tmp_path / "launch"
+    assert Path(script).stat().st_mode & 0o777 == 0o700
+    assert "-Dsecret=1" in Path(script).read_text()
+    assert jc.driver_script(LOCAL, env) == script and len(built) == 1  # kept: built once
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(jc, "script_dir", lambda: tmp_path / "file" / "launch")  # cannot be made
+    assert jc.driver_script(LOCAL, env) is None
