@@ -35,14 +35,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from airflow_provider_binlog.lake import jars
+from airflow_provider_binlog.lake import jars, jvm_command
 from airflow_provider_binlog.lake.errors import LakeError
 
 ARCHIVE_ENV = "BINLOG_CDC_CLASS_ARCHIVE"
@@ -58,8 +57,7 @@ def enabled() -> bool:
 
 
 def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    found = jvm_command.java_binary(os.environ)
     if not found or not os.path.exists(found):
         return None
     return Path(os.path.realpath(found))

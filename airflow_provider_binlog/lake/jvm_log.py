@@ -25,7 +25,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import IO
+from typing import IO, Any
 
 from airflow_provider_binlog.lake import jvm_command
 
@@ -65,6 +65,26 @@ def _pump(stream: IO[bytes]) -> None:
             log.log(level, "%s", text)
 
 
+def _gateway(conf: Any, settings: Mapping[str, str], stderr: int) -> Any:
+    """pyspark's gateway to a driver started from its kept command (:mod:`.jvm_command`: spark-submit's
+    launcher skipped) when there is one, else, or when that start fails, through ``spark-submit``."""
+    from pyspark.java_gateway import launch_gateway
+
+    script = jvm_command.driver_script(settings)
+    if script is not None:
+        try:
+            return launch_gateway(conf, popen_kwargs={"stderr": stderr, "executable": script})
+        except Exception as exc:
+            jvm_command.forget(script)
+            log.warning(
+                "the Spark driver did not start from its kept command (%s: %s); starting it through "
+                "spark-submit",
+                type(exc).__name__,
+                exc,
+            )
+    return launch_gateway(conf, popen_kwargs={"stderr": stderr})
+
+
 def launch(settings: Mapping[str, str]) -> bool:
     """Start the driver JVM with its stderr logged (see the module docstring), unless pyspark has one
     already; return whether this call started it.
@@ -75,7 +95,6 @@ def launch(settings: Mapping[str, str]) -> bool:
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
     from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
 
     with SparkContext._lock:
         if SparkContext._gateway is not None:
@@ -88,21 +107,7 @@ def launch(settings: Mapping[str, str]) -> bool:
         reader = os.fdopen(read_end, "rb")
         threading.Thread(target=_pump, args=(reader,), name="spark-jvm-stderr", daemon=True).start()
         try:
-            script = jvm_command.driver_script(settings)  # spark-submit's launcher skipped
-            try:
-                extra = {} if script is None else {"executable": script}
-                gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end, **extra})
-            except Exception as exc:
-                if script is None:
-                    raise
-                jvm_command.forget(script)
-                log.warning(
-                    "the Spark driver did not start from its kept command (%s: %s); starting it "
-                    "through spark-submit",
-                    type(exc).__name__,
-                    exc,
-                )
-                gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+            gateway = _gateway(conf, settings, write_end)
         finally:
             os.close(write_end)  # the JVM holds the only writer: the reader ends when it exits
         SparkContext._ensure_initialized(gateway=gateway)
