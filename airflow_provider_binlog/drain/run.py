@@ -422,9 +422,9 @@ class Drain:
         if merger is None or not committed:
             return {}
         found: dict[str, int] = {}
-        try:
-            for target in dict.fromkeys(committed):
-                for name, mark in merger.committed(target).items():
+        try:  # several tables read at once (lake/runner.py: TargetRunner.map)
+            for marks in merger.runner.map(merger.committed, dict.fromkeys(committed)):
+                for name, mark in marks.items():
                     if mark is not None and mark.snapshot_id >= 0:
                         found[name] = mark.snapshot_id
         except Exception as exc:  # the run is committed and acked: it does not fail for this

@@ -62,6 +62,7 @@ from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
+from airflow_provider_binlog.lake.java_maps import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -211,10 +212,12 @@ def read_mark(
     :param name: quoted multi-part table name (see :func:`..sql.quote_parts`).
     """
     table = load_iceberg_table(spark, name)
-    return None if table is None else mark_of(table, destination, max_depth)
+    return None if table is None else mark_of(spark, table, destination, max_depth)
 
 
-def mark_of(table: Any, destination: str, max_depth: int = 10_000) -> CommittedMark | None:
+def mark_of(
+    spark: SparkSession, table: Any, destination: str, max_depth: int = 10_000
+) -> CommittedMark | None:
     """Return the committed mark for ``destination`` of a loaded JVM Iceberg table, or ``None``."""
     table.refresh()
     snap = table.currentSnapshot()
@@ -222,7 +225,7 @@ def mark_of(table: Any, destination: str, max_depth: int = 10_000) -> CommittedM
     while snap is not None and depth < max_depth:
         summary = snap.summary()
         if summary.get(DESTINATION) == destination and summary.get(ORDER_KEY):
-            return _mark_from_summary({k: summary.get(k) for k in summary.keySet()}, int(snap.snapshotId()))
+            return _mark_from_summary(string_map(spark._jvm, summary), int(snap.snapshotId()))
         parent = snap.parentId()
         snap = table.snapshot(parent) if parent is not None else None
         depth += 1
@@ -271,7 +274,7 @@ class Marks:
             table = load_iceberg_table(self.spark, target)
             if table is not None:
                 self._found(target)
-            known[target] = None if table is None else mark_of(table, self.destination)
+            known[target] = None if table is None else mark_of(self.spark, table, self.destination)
         return known[target]
 
     def read(self, target: str) -> CommittedMark | None:

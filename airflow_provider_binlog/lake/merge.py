@@ -254,9 +254,9 @@ class ChangeMerger:
 
     def load_marks(self) -> None:
         """Load every routed target's committed mark now, as the first fold of each would (a caller
-        that folds on another thread than Spark's start then never waits for a table to load)."""
-        for target in self._routes.targets():
-            self.marks.get(target)
+        that folds on another thread than Spark's start then never waits for a table to load).
+        Several tables are read at once (:meth:`~.runner.TargetRunner.map`)."""
+        self.runner.map(self.marks.get, self._routes.targets())
 
     def forget(self, target: str) -> int:
         """Drop what is held for ``target`` (a re-snapshot replaces its contents); return the row

@@ -2,7 +2,11 @@
 
 A target's statements (:data:`Step`: its table DDL, then one statement per piece, each with the
 mark it leaves) run in order on one thread; different targets run on a small thread pool, since
-Spark runs their jobs side by side (one MERGE of a small chunk leaves cores idle). Merges into
+Spark runs their jobs side by side (one MERGE of a small chunk leaves cores idle). The per-table
+reads and checks of a run's start and end (marks, writers, snapshot ids) run on the same pool
+(:meth:`TargetRunner.map`): each is a few py4j calls and a table load, which wait on the JVM
+and the catalog more than they compute, and a destination of hundreds of tables pays them per
+table. Merges into
 one target are serialized process-wide by :func:`table_lock`, which a commit holds for all its
 targets (in name order, so two commits never deadlock).
 """
@@ -11,9 +15,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.commits import CommittedMark
@@ -24,6 +28,9 @@ if TYPE_CHECKING:
 
 Step = tuple["Callable[[], None] | None", "CommittedMark | None"]
 """A prepared statement of one target (``None``: nothing to run) and the mark it leaves (if any)."""
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
@@ -60,12 +67,34 @@ class TargetRunner:
                 failpoint("merge_table")  # the crash tests stop here with some targets committed
                 self._run(target, steps)
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="binlog-cdc-merge")
-        futures = [self._pool.submit(self._run_here, target, steps) for target, steps in work]
+        pool = self._started()
+        futures = [pool.submit(self._run_here, target, steps) for target, steps in work]
         concurrent.futures.wait(futures)
         for future in futures:
             future.result()
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``fn`` of every item, up to ``parallel`` at once, the results in the items' order.
+
+        Waits for every item, then raises the first failure in the items' order. Not for
+        statements that commit (those go through :meth:`run_all`), nor from a pool thread.
+        """
+        work = list(items)
+        if len(work) <= 1 or self.parallel <= 1:
+            return [fn(item) for item in work]
+        pool = self._started()
+        futures = [pool.submit(self._call_here, fn, item) for item in work]
+        concurrent.futures.wait(futures)
+        return [future.result() for future in futures]
+
+    def _started(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="binlog-cdc-merge")
+        return self._pool
+
+    def _call_here(self, fn: Callable[[T], R], item: T) -> R:
+        activate(self.spark)  # a pool thread's JVM thread has no active session of its own
+        return fn(item)
 
     def _run_here(self, target: str, steps: list[Step]) -> None:
         activate(self.spark)  # a pool thread's JVM thread has no active session of its own

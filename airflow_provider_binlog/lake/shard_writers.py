@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.java_maps import string_map
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.shards import WRITER_PREFIX, writers_problem
 
@@ -31,8 +32,7 @@ def check_writers(
     if table is None:
         return
     table.refresh()
-    jprops = table.properties()
-    props: dict[str, str] = {str(k): str(jprops.get(k)) for k in jprops.keySet()}
+    props = string_map(spark._jvm, table.properties())
     problem = writers_problem(props, display, destination, opts)
     if problem is not None:
         raise LakeError(problem)
@@ -45,7 +45,11 @@ def check_writers(
 
 def check_merger(merger: Any) -> None:
     """:func:`check_writers` for every target a :class:`~.merge.ChangeMerger` routes to (the run
-    start: the drain calls it once the merger is made)."""
-    for target in merger._routes.targets():
+    start: the drain calls it once the merger is made), several tables at once; the first refusal
+    in the targets' order is raised once every table was checked."""
+
+    def check(target: str) -> None:
         opts = merger.options_for(target)
         check_writers(merger.spark, target, merger.display(target), merger.destination, opts)
+
+    merger.runner.map(check, merger._routes.targets())
