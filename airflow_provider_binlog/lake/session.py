@@ -85,6 +85,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.lake import class_archive, jars, jvm_log
+from airflow_provider_binlog.lake.catalog_load import load_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -304,6 +305,7 @@ def create_session(
     spark = builder.getOrCreate()
     activate(spark)
     spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
+    load_catalog(spark, catalog)  # a fresh JDBC catalog's first load races other runs' (see there)
     return spark
 
 
