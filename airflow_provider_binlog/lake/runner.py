@@ -3,12 +3,11 @@
 A target's statements (:data:`Step`: its table DDL, then one statement per piece, each with the
 mark it leaves) run in order on one thread; different targets run on a small thread pool, since
 Spark runs their jobs side by side (one MERGE of a small chunk leaves cores idle). The per-table
-reads and checks of a run's start and end (marks, writers, snapshot ids) run on the same pool
-(:meth:`TargetRunner.map`): each is a few py4j calls and a table load, which wait on the JVM
-and the catalog more than they compute, and a destination of hundreds of tables pays them per
-table. Merges into
-one target are serialized process-wide by :func:`table_lock`, which a commit holds for all its
-targets (in name order, so two commits never deadlock).
+reads and checks of a run's start and end (marks, writers, snapshot ids: a table load and a few
+py4j calls each, paid per table by a destination of hundreds) run on the same pool
+(:meth:`TargetRunner.map`). Merges into one target are serialized process-wide by
+:func:`table_lock`, which a commit holds for all its targets (in name order, so two commits never
+deadlock).
 """
 
 from __future__ import annotations
