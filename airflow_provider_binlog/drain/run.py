@@ -445,7 +445,7 @@ class Drain:
         from airflow_provider_binlog.lake.describe import describe_run
 
         try:
-            return describe_run(merger.spark, merger.sources, loaded)
+            return describe_run(merger.spark, merger.sources, loaded, merger.runner.map)
         except Exception as exc:
             self.report(
                 logging.WARNING,

@@ -17,7 +17,7 @@ Iceberg type.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
@@ -97,21 +97,29 @@ def describe_run(
     spark: SparkSession,
     sources: Mapping[str, Mapping[str, TableSchema]],
     loaded: Iterable[tuple[str, str]] = (),
+    each: Callable[[Callable[[str], dict[str, Any]], list[str]], list[dict[str, Any]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The summary's ``lineage`` (see the module docstring).
 
     :param sources: target -> source -> newest schema, of the changes the run committed.
     :param loaded: ``(source, target)`` pairs the run loaded whole (re-snapshots): their source
         columns are not at hand (``None``).
+    :param each: how the lake tables are described: given the describing function and the tables,
+        the descriptions in their order (a merger's pool: ``runner.map``); ``None``: one by one.
     """
     found: dict[str, dict[str, list[list[str]] | None]] = {}
     for target, tables in sources.items():
         found.setdefault(target, {}).update({s: source_columns(schema) for s, schema in tables.items()})
     for source, target in loaded:
         found.setdefault(target, {}).setdefault(source, None)
+    targets = sorted(found)
+
+    def describe(target: str) -> dict[str, Any]:
+        return describe_table(spark, target)
+
+    described = each(describe, targets) if each is not None else [describe(t) for t in targets]
     out: dict[str, dict[str, Any]] = {}
-    for target in sorted(found):
-        described = describe_table(spark, target)
-        described["sources"] = dict(sorted(found[target].items()))
-        out[target] = described
+    for target, description in zip(targets, described, strict=True):
+        description["sources"] = dict(sorted(found[target].items()))
+        out[target] = description
     return out

@@ -16,6 +16,7 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.describe import (
     chunk_sources,
+    describe_run,
     describe_statement,
     describe_table,
     source_columns,
@@ -94,3 +95,31 @@ def test_the_lake_side_is_what_describe_says(spark: Any) -> None:
     fast, statement = describe_table(spark, target), describe_statement(spark, target)
     assert fast == statement
     assert fast["location"] and len(fast["columns"]) == len(src.all_columns) + 4  # +op, ts, position, deleted
+
+
+@pytest.mark.spark
+def test_a_run_is_described_on_a_pool_as_one_by_one(spark: Any) -> None:
+    """``describe_run`` with a merger's pool (``TargetRunner.map``, as the drain's finish calls it)
+    gives what it gives describing the tables one by one, in the tables' order."""
+    import uuid
+
+    from airflow_provider_binlog.lake.runner import TargetRunner
+
+    namespace = f"d{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{namespace}")
+    sources: dict[str, dict[str, TableSchema]] = {}
+    for i in range(5):
+        target = f"lake.{namespace}.t{i}"
+        columns = ", ".join(f"c{k} int" for k in range(i + 1))
+        spark.sql(f"CREATE TABLE {target} (id bigint, {columns}) USING iceberg")
+        sources[target] = {f"db.t{i}": A1 if i % 2 else B}
+    runner = TargetRunner(spark, 3, committed=lambda target, mark: None)
+    try:
+        pooled = describe_run(spark, sources, [("db.whole", f"lake.{namespace}.t0")], runner.map)
+    finally:
+        runner.close()
+    alone = describe_run(spark, sources, [("db.whole", f"lake.{namespace}.t0")])
+    assert pooled == alone
+    assert list(pooled) == sorted(sources)
+    assert [len(d["columns"]) for d in pooled.values()] == [2, 3, 4, 5, 6]
+    assert pooled[f"lake.{namespace}.t0"]["sources"] == {"db.t0": source_columns(B), "db.whole": None}
