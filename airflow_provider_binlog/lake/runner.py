@@ -58,47 +58,32 @@ class TargetRunner:
         self._pool: ThreadPoolExecutor | None = None
 
     def run_all(self, prepared: Sequence[tuple[str, list[Step]]]) -> None:
-        """Run the targets' steps. Waits for every target, then raises the first failure; the
-        targets that succeeded stay committed, with their marks."""
-        work = [(target, steps) for target, steps in prepared if steps]
-        if len(work) <= 1 or self.parallel <= 1:
-            for target, steps in work:
-                failpoint("merge_table")  # the crash tests stop here with some targets committed
-                self._run(target, steps)
-            return
-        pool = self._started()
-        futures = [pool.submit(self._run_here, target, steps) for target, steps in work]
-        concurrent.futures.wait(futures)
-        for future in futures:
-            future.result()
+        """Run the targets' steps (on the pool, as :meth:`map`). Waits for every target, then raises
+        the first failure; the targets that succeeded stay committed, with their marks."""
+        self.map(self._run_target, [(target, steps) for target, steps in prepared if steps])
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``fn`` of every item, up to ``parallel`` at once, the results in the items' order.
 
-        Waits for every item, then raises the first failure in the items' order. Not for
-        statements that commit (those go through :meth:`run_all`), nor from a pool thread.
+        Waits for every item, then raises the first failure in the items' order. Not from a pool
+        thread.
         """
         work = list(items)
         if len(work) <= 1 or self.parallel <= 1:
             return [fn(item) for item in work]
-        pool = self._started()
-        futures = [pool.submit(self._call_here, fn, item) for item in work]
-        concurrent.futures.wait(futures)
-        return [future.result() for future in futures]
-
-    def _started(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="binlog-cdc-merge")
-        return self._pool
+        futures = [self._pool.submit(self._call_here, fn, item) for item in work]
+        concurrent.futures.wait(futures)
+        return [future.result() for future in futures]
 
     def _call_here(self, fn: Callable[[T], R], item: T) -> R:
         activate(self.spark)  # a pool thread's JVM thread has no active session of its own
         return fn(item)
 
-    def _run_here(self, target: str, steps: list[Step]) -> None:
-        activate(self.spark)  # a pool thread's JVM thread has no active session of its own
-        failpoint("merge_table")
-        self._run(target, steps)
+    def _run_target(self, work: tuple[str, list[Step]]) -> None:
+        failpoint("merge_table")  # the crash tests stop here with some targets committed
+        self._run(*work)
 
     def _run(self, target: str, steps: list[Step]) -> None:
         """Run one target's steps in order, each followed by its mark."""
