@@ -33,10 +33,16 @@ them). ``$BINLOG_CDC_NEW_KEYS=off`` always merges (for measuring).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import commits
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_binlog.lake import commits, file_append
+from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
+from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,6 +76,25 @@ def untouched_snapshot(
     if snapshot is None:
         return None
     schema = table.schema()
+    found = range_filter(spark, schema, ranges)
+    if found is None:
+        return None
+    snapshot_id = int(snapshot.snapshotId())
+    files = table.newScan().useSnapshot(snapshot_id).filter(found).planFiles()
+    try:
+        if files.iterator().hasNext():
+            return None
+    finally:
+        files.close()
+    # last: a py4j call per column (most pieces of a mixed workload stop at the files above)
+    if sorted(str(c.name()).lower() for c in schema.columns()) != sorted(c.lower() for c in columns):
+        return None
+    return snapshot_id
+
+
+def range_filter(spark: SparkSession, schema: Any, ranges: Mapping[str, tuple[int, int]]) -> Any | None:
+    """The JVM ``Expression`` "every ranged key column within its range" on a table ``schema``, or
+    ``None`` when a column is not an int or long column of it (or a range does not fit a long)."""
     jvm: Any = spark._jvm
     expressions = jvm.org.apache.iceberg.expressions.Expressions
     found = None
@@ -86,17 +111,7 @@ def untouched_snapshot(
             expressions.lessThanOrEqual(field.name(), int(hi)),
         )
         found = bound if found is None else getattr(expressions, "and")(found, bound)
-    snapshot_id = int(snapshot.snapshotId())
-    files = table.newScan().useSnapshot(snapshot_id).filter(found).planFiles()
-    try:
-        if files.iterator().hasNext():
-            return None
-    finally:
-        files.close()
-    # last: a py4j call per column (most pieces of a mixed workload stop at the files above)
-    if sorted(str(c.name()).lower() for c in schema.columns()) != sorted(c.lower() for c in columns):
-        return None
-    return snapshot_id
+    return found
 
 
 def insert(spark: SparkSession, target: str, select: str, predicate: str, snapshot_id: int) -> None:
@@ -115,3 +130,60 @@ def insert(spark: SparkSession, target: str, select: str, predicate: str, snapsh
         .option("isolation-level", "serializable")
     )
     writer.overwrite(functions.expr(predicate))
+
+
+def insert_file(
+    spark: SparkSession,
+    target: str,
+    staged: Callable[[], Iterable[pa.Table]],
+    columns: Sequence[LakeColumn],
+    ranges: Mapping[str, tuple[int, int]],
+    snapshot_id: int,
+    properties: Mapping[str, str],
+    *,
+    soft_delete: bool,
+    expected: int,
+) -> bool:
+    """Write the piece's insert as one data file the driver writes and commit it through Iceberg's
+    API (:mod:`.file_append`), with the validation and commit of :func:`insert`; ``False`` (nothing
+    written) when the table needs Spark's write.
+
+    :param staged: opens the staged piece (its tables have the ``columns`` and the action column).
+    :param columns: the staged columns the table's columns are filled from (the names of
+        :func:`.merge_sql.new_keys_sql`, but ``_cdc_deleted``, which is ``false`` with
+        ``soft_delete``).
+    :param properties: the commit's snapshot properties.
+    :param expected: the piece's upserts: the file must hold exactly that many rows.
+    :raises LakeError: the file's row count differs (nothing committed).
+    """
+    table = commits.load_iceberg_table(spark, target)
+    if table is None:
+        return False
+    written = [(c.name, c.type.arrow) for c in columns]
+    if soft_delete:
+        written.append((DELETED_COLUMN, pa.bool_()))
+    shape = file_append.layout(spark, table, written)
+    row_filter = range_filter(spark, table.schema(), ranges) if shape is not None else None
+    if shape is None or row_filter is None:
+        return False
+
+    def upserts() -> Iterable[pa.Table]:
+        for part in staged():
+            part = part.filter(pc.equal(part.column(ACTION_COLUMN), "U"))
+            if soft_delete:
+                part = part.append_column(DELETED_COLUMN, pa.array([False] * part.num_rows, pa.bool_()))
+            yield part
+
+    location, count = file_append.write_file(table, shape, upserts())
+    try:
+        if count != expected:
+            raise LakeError(
+                f"insert into {target}: the staged piece holds {count} upserts, {expected} expected; "
+                "nothing was committed"
+            )
+        data = file_append.data_file(spark, table, location)
+        file_append.commit_overwrite(table, data, row_filter, snapshot_id, properties)
+    except BaseException as exc:
+        file_append.discard(table, location, exc)
+        raise
+    return True

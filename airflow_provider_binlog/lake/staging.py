@@ -258,6 +258,12 @@ class StagingArea:
                 writer.write_table(schema.empty_table())
         return self.uri(directory), count
 
+    def read(self, name: str, batch_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """The rows staged as ``name``, ``batch_rows`` at a time."""
+        with self.fs.open_input_file(f"{self.base}/{name}/part-0.parquet") as source:
+            for batch in pq.ParquetFile(source).iter_batches(batch_size=batch_rows):
+                yield pa.Table.from_batches([batch])
+
     def remove(self, name: str) -> None:
         """Delete one staged directory (best effort)."""
         with contextlib.suppress(OSError, pa.ArrowException):

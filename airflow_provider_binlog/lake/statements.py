@@ -296,7 +296,17 @@ class Statements:
             snapshot = checked.pop() if checked else untouched()  # a retry plans anew
             if snapshot is None:
                 spark.sql(statement)
-            else:
+            elif not new_keys.insert_file(
+                spark,
+                target,
+                functools.partial(self.views.area.read, stage_name),
+                [c for c in stage_cols if c.name != ACTION_COLUMN],
+                ranges,
+                snapshot,
+                props,
+                soft_delete=opts.soft_delete,
+                expected=upserts,
+            ):
                 new_keys.insert(spark, target, insert, merge_sql.key_range_predicate(ranges), snapshot)
 
         def run() -> None:

@@ -6,13 +6,15 @@ range between the check and the insert makes the insert conflict and the retry m
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from airflow_provider_binlog.canal.change import Entry, Op
-from airflow_provider_binlog.lake import commits, new_keys
+from airflow_provider_binlog.lake import commits, file_append, new_keys
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, merge_batch
 
 from .test_merge import _end, _row, _simple_table
@@ -28,19 +30,35 @@ def _inserts(schema: Any, keys: range, n: int, value: str = "x") -> list[Entry]:
     return [_row(schema, Op.INSERT, n + i, None, {"id": k, "v": f"{value}{k}"}) for i, k in enumerate(keys)]
 
 
-@pytest.fixture
-def inserted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The targets :func:`new_keys.insert` wrote to (the real function runs)."""
+@pytest.fixture(params=["driver", "spark"])
+def inserted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The targets an insert wrote to (the real functions run): by a data file the driver writes
+    (``lake/file_append.py``) or, with it off, by Spark; no insert took the other way."""
     calls: list[str] = []
-    real = new_keys.insert
+    ways: list[str] = []
+    real_spark, real_file = new_keys.insert, new_keys.insert_file
 
-    def spy(spark: Any, target: str, *args: Any) -> None:
+    def by_spark(spark: Any, target: str, *args: Any) -> None:
         calls.append(target.replace("`", ""))
-        real(spark, target, *args)
+        ways.append("spark")
+        real_spark(spark, target, *args)
 
-    monkeypatch.setattr(new_keys, "insert", spy)
+    def by_file(spark: Any, target: str, *args: Any, **kwargs: Any) -> bool:
+        done = True  # an attempt that raised (a conflict) counts, as Spark's does
+        try:
+            done = real_file(spark, target, *args, **kwargs)
+        finally:
+            if done:
+                calls.append(target.replace("`", ""))
+                ways.append("driver")
+        return done
+
+    monkeypatch.setattr(new_keys, "insert", by_spark)
+    monkeypatch.setattr(new_keys, "insert_file", by_file)
+    monkeypatch.setenv(file_append.FILE_APPEND_ENV, "on" if request.param == "driver" else "off")
     monkeypatch.setenv(commits.RETRY_ENV, "attempts=3,wait=0,max_wait=0")
-    return calls
+    yield calls
+    assert set(ways) <= {request.param}
 
 
 def _contents(spark: Any, target: str) -> list[tuple[Any, ...]]:
@@ -131,6 +149,15 @@ def test_a_writer_within_the_range_after_the_check_makes_the_insert_conflict(
     assert counts.commits == 1
     rows = dict(tuple(r) for r in spark.table(target).collect())
     assert rows[205] == "y205" and len(rows) == 20
+    # the refused attempt's file is gone: every data file in the folder is one a snapshot holds
+    table = commits.load_iceberg_table(spark, target)
+    folder = file_append.filesystem_of(str(table.location()))[1] + "/data"
+    on_disk = {f"{folder}/{n}" for n in os.listdir(folder) if n.endswith(".parquet")}
+    held = {
+        file_append.filesystem_of(r[0])[1]
+        for r in spark.sql(f"SELECT file_path FROM {target}.all_data_files").collect()
+    }
+    assert on_disk == held
     mark = commits.read_mark(spark, target, "dest")
     assert mark is not None and mark.order_key == batch[-1].order_key
 

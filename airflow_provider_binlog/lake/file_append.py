@@ -1,0 +1,225 @@
+"""Rows the driver writes itself as one Iceberg data file and commits through Iceberg's API: no
+Spark job.
+
+A piece of new keys (:mod:`.new_keys`) is an insert. Through Spark it costs a job: the staged
+Parquet file is read, every row converted to Spark's rows and back, and written again as the
+table's Parquet (in the insert benchmark most of the JVM's CPU). The same rows are already typed
+Arrow in the staged file, so here pyarrow copies them into a Parquet file in the table's data
+location, with each column's Iceberg field id and column statistics; Iceberg reads the file's
+metrics from its footer (``ParquetUtil.fileMetrics``, the table's metrics settings) and the file
+is committed by the same operation Spark's write commits (:func:`commit_overwrite`).
+
+**When.** Only where the file is exactly what Spark would write (:func:`layout`): the table is
+unpartitioned and unsorted, its write format Parquet with a codec pyarrow writes (``zstd``,
+``snappy``, ``gzip``, ``uncompressed``), no encryption, and every column optional, primitive and
+of exactly the Iceberg type of its staged Arrow type (:func:`iceberg_type`); the session writes
+no WAP branch; pyarrow can write to the table's location. Anything else goes through Spark, as
+does every piece when ``$BINLOG_CDC_FILE_APPEND=off``.
+
+**Exactly once.** The commit carries the same snapshot properties (the piece's mark) and the same
+validation as Spark's overwrite, so :func:`.commits.commit` retries and checks it as it does
+Spark's. A file whose commit failed is deleted, except after ``CommitStateUnknownException``
+(the commit may have landed: the file is then the table's). A file a killed process wrote but
+never committed is an orphan in the data folder, as a killed Spark write leaves them; no
+snapshot refers to it (Iceberg's ``remove_orphan_files`` removes such files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FILE_APPEND_ENV = "BINLOG_CDC_FILE_APPEND"
+"""``off``: write every insert through Spark (:func:`enabled`)."""
+CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none", "none": "none"}
+"""Iceberg's ``write.parquet.compression-codec`` values -> pyarrow's codec names."""
+DEFAULT_CODEC = "zstd"  # Iceberg's default for Parquet since 1.4
+UNKNOWN_STATE = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+FIELD_ID = b"PARQUET:field_id"
+
+
+def enabled() -> bool:
+    return os.environ.get(FILE_APPEND_ENV, "").lower() not in ("off", "0", "false")
+
+
+def iceberg_type(arrow: pa.DataType) -> str | None:
+    """The Iceberg type a staged Arrow column is written as (as ``Type.toString()`` prints it), or
+    ``None`` for a type this module does not write (nested types)."""
+    if pa.types.is_decimal128(arrow):
+        return f"decimal({arrow.precision}, {arrow.scale})"
+    if pa.types.is_timestamp(arrow):
+        if arrow.unit != "us":
+            return None
+        return "timestamptz" if arrow.tz is not None else "timestamp"
+    simple = {
+        pa.bool_(): "boolean",
+        pa.int32(): "int",
+        pa.int64(): "long",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.date32(): "date",
+        pa.string(): "string",
+        pa.binary(): "binary",
+    }
+    return simple.get(arrow)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How one table's data file is written.
+
+    :param schema: the file's Arrow schema: the table's column names, each with its field id.
+    :param sources: the staged column each file column is copied from, in the file's order.
+    :param codec: pyarrow's compression codec.
+    :param level: the codec's level (``write.parquet.compression-level``), if set.
+    :param filesystem: where the table's data files go, as pyarrow writes them.
+    """
+
+    schema: pa.Schema
+    sources: tuple[str, ...]
+    codec: str
+    level: int | None
+    filesystem: pafs.FileSystem
+
+
+def filesystem_of(location: str) -> tuple[pafs.FileSystem, str]:
+    """``(filesystem, path)`` pyarrow writes ``location`` (a URI or path Iceberg gave) through.
+
+    :raises pa.ArrowInvalid: a scheme pyarrow does not know (``s3a://``...).
+    """
+    if location.startswith("file:"):
+        path = location[len("file:") :]
+        return pafs.LocalFileSystem(), "/" + path.lstrip("/")
+    if "://" not in location:
+        return pafs.LocalFileSystem(), location
+    return pafs.FileSystem.from_uri(location)
+
+
+def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.DataType]]) -> Layout | None:
+    """How the rows of ``columns`` (staged name, Arrow type) are written into ``table`` (a JVM
+    ``org.apache.iceberg.Table``), or ``None`` when Spark must write them (see the module
+    docstring). Names match the table's columns case-insensitively, as Spark resolves them."""
+    if not enabled() or not table.spec().isUnpartitioned() or not table.sortOrder().isUnsorted():
+        return None
+    conf = spark.conf
+    if conf.get("spark.wap.id", None) or conf.get("spark.wap.branch", None):
+        return None
+    props = table.properties()
+    if str(props.getOrDefault("write.format.default", "parquet")).lower() != "parquet":
+        return None
+    if props.containsKey("encryption.key-id"):
+        return None
+    codec = CODECS.get(str(props.getOrDefault("write.parquet.compression-codec", DEFAULT_CODEC)).lower())
+    if codec is None:
+        return None
+    level_text = props.get("write.parquet.compression-level")
+    schema = table.schema()
+    fields = []
+    for name, arrow in columns:
+        field = schema.caseInsensitiveFindField(name)
+        wanted = iceberg_type(arrow)
+        if field is None or wanted is None or not field.isOptional() or str(field.type()) != wanted:
+            return None
+        metadata = {FIELD_ID: str(int(field.fieldId())).encode()}
+        fields.append(pa.field(str(field.name()), arrow, nullable=True, metadata=metadata))
+    if len(fields) != len(schema.columns()):
+        return None
+    try:
+        filesystem, _ = filesystem_of(str(table.location()))
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    return Layout(
+        schema=pa.schema(fields),
+        sources=tuple(name for name, _ in columns),
+        codec=codec,
+        level=int(level_text) if level_text is not None and str(level_text).isdigit() else None,
+        filesystem=filesystem,
+    )
+
+
+def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[str, int]:
+    """Write the rows of ``tables`` (columns named as :attr:`Layout.sources`) as one Parquet file
+    in ``table``'s data location; return ``(its location as Iceberg names it, row count)``. A
+    failed write removes what it wrote."""
+    location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
+    _, path = filesystem_of(location)
+    fs = shape.filesystem
+    count = 0
+    try:
+        with (
+            fs.open_output_stream(path) as sink,
+            pq.ParquetWriter(
+                sink, shape.schema, compression=shape.codec, compression_level=shape.level
+            ) as writer,
+        ):
+            for part in tables:
+                columns = [part.column(source) for source in shape.sources]
+                writer.write_table(pa.Table.from_arrays(columns, schema=shape.schema))
+                count += part.num_rows
+    except BaseException:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            fs.delete_file(path)
+        raise
+    return location, count
+
+
+def data_file(spark: SparkSession, table: Any, location: str) -> Any:
+    """The JVM ``DataFile`` of a Parquet file in ``table``'s location, its metrics read from its
+    footer under the table's metrics settings."""
+    jvm: Any = spark._jvm
+    iceberg = jvm.org.apache.iceberg
+    source = table.io().newInputFile(location)
+    metrics = iceberg.parquet.ParquetUtil.fileMetrics(source, iceberg.MetricsConfig.forTable(table))
+    return (
+        iceberg.DataFiles.builder(table.spec())
+        .withInputFile(source)
+        .withFormat(iceberg.FileFormat.PARQUET)
+        .withMetrics(metrics)
+        .build()
+    )
+
+
+def commit_overwrite(
+    table: Any,
+    file: Any,
+    row_filter: Any,
+    snapshot_id: int | None,
+    properties: Mapping[str, str],
+) -> None:
+    """Commit ``file`` as an overwrite by ``row_filter`` (a JVM ``Expression``) with serializable
+    validation from ``snapshot_id`` (``None``: from the table's first snapshot), as Spark's
+    ``overwrite`` with ``validate-from-snapshot-id`` and ``isolation-level=serializable`` does
+    (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary."""
+    op = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
+    if snapshot_id is not None:
+        op = op.validateFromSnapshot(snapshot_id)
+    op = op.conflictDetectionFilter(row_filter).validateNoConflictingData().validateNoConflictingDeletes()
+    for key, value in properties.items():
+        op = op.set(key, value)
+    op.commit()
+
+
+def discard(table: Any, location: str, exc: BaseException) -> None:
+    """Delete a data file whose commit raised ``exc``, unless the commit's outcome is unknown."""
+    java = getattr(exc, "java_exception", None)
+    seen = 0
+    while java is not None and seen < 20:
+        if str(java.getClass().getName()) == UNKNOWN_STATE:
+            return
+        java = java.getCause()
+        seen += 1
+    if UNKNOWN_STATE in str(exc):
+        return
+    with contextlib.suppress(Exception):
+        table.io().deleteFile(location)

@@ -1,0 +1,327 @@
+"""Pieces of new keys written as a data file by the driver and committed through Iceberg's API
+(``lake/file_append.py``), against real local Spark + Iceberg: every type reads back as the model
+says and as Spark's own write of the same rows reads, with the same column metrics; the tables
+Spark must write are refused; a commit that fails leaves no file behind."""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_provider_binlog.lake import file_append, new_keys
+from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+
+from .model import SourceTable, all_type_columns, read_table
+from .test_merge import _end
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def written(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The data files the driver committed (the real functions run)."""
+    files: list[str] = []
+    real = file_append.commit_overwrite
+
+    def spy(table: Any, file: Any, *args: Any) -> None:
+        real(table, file, *args)
+        files.append(str(file.location()))
+
+    monkeypatch.setattr(file_append, "commit_overwrite", spy)
+    return files
+
+
+def _metrics(spark: Any, target: str, locations: list[str] | None = None) -> list[tuple[Any, ...]]:
+    """The column metrics of the table's data files (of ``locations`` only, when given), by field
+    id, newest file last: record count, value and null counts, lower and upper bounds."""
+    rows = spark.sql(
+        f"SELECT file_path, record_count, value_counts, null_value_counts, lower_bounds, upper_bounds "
+        f"FROM {target}.data_files"
+    ).collect()
+    out = []
+    for r in rows:
+        if locations is not None and r[0] not in locations:
+            continue
+        out.append(
+            (
+                r[1],
+                *(
+                    sorted((k, bytes(v) if isinstance(v, bytearray) else v) for k, v in m.items())
+                    for m in r[2:]
+                ),
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    "options",
+    [TargetOptions(), TargetOptions(soft_delete=True, metadata_columns=True, count_changes=True)],
+    ids=["default", "soft-delete-meta-counted"],
+)
+def test_every_type_reads_back_as_spark_writes_it(
+    spark: Any, written: list[str], monkeypatch: pytest.MonkeyPatch, options: TargetOptions
+) -> None:
+    """Random rows of every primitive type, inserted in three chunks of new keys: the driver's
+    files hold what the model holds, value for value, and what Spark's write of the same rows
+    holds, with equal metrics per column (the bounds Iceberg prunes files by)."""
+    columns = [c for c in all_type_columns() if c.cdef.name != "vec"]  # a list: Spark writes it
+    targets = {}
+    for mode in ("off", "on"):
+        monkeypatch.setenv(file_append.FILE_APPEND_ENV, mode)
+        src = SourceTable("db", "every", columns, random.Random(7))
+        target = f"lake.t{uuid.uuid4().hex[:8]}.every"
+        before = len(written)
+        with ChangeMerger(spark, "dest", {"db.every": target}, options) as merger:
+            for n in (20, 150, 90):
+                batch = [src.insert() for _ in range(n)]
+                counts = merger.merge(batch, _end(batch))[target]
+                assert counts.commits == 1
+        # the first chunk made the table (a MERGE: no snapshot yet); the driver wrote the other two
+        assert len(written) - before == (2 if mode == "on" else 0)
+        names = [c.cdef.name for c in src.all_columns]
+        where = "WHERE _cdc_deleted = false" if options.soft_delete else ""
+        assert read_table(spark, target, names, where) == src.expected()
+        targets[mode] = target
+    by_spark, by_driver = targets["off"], targets["on"]
+    key = "id, _cdc_op, _cdc_ts, _cdc_position, _cdc_deleted" if options.soft_delete else "id"
+    assert (
+        spark.sql(f"SELECT * FROM {by_driver} ORDER BY {key}").collect()
+        == spark.sql(f"SELECT * FROM {by_spark} ORDER BY {key}").collect()
+    )
+    # the same rows in the same chunks: file for file, the same metrics
+    assert sorted(_metrics(spark, by_driver)) == sorted(_metrics(spark, by_spark))
+    assert len(_metrics(spark, by_driver, written)) == 2
+
+
+def test_a_key_lookup_prunes_the_drivers_files(spark: Any, written: list[str]) -> None:
+    """Iceberg plans a key lookup on the files' bounds: the driver's files are pruned like Spark's."""
+    src = SourceTable(
+        "db", "t", [c for c in all_type_columns() if c.cdef.name in ("vc", "d")], random.Random(1)
+    )
+    target = f"lake.t{uuid.uuid4().hex[:8]}.t"
+    with ChangeMerger(spark, "dest", {"db.t": target}) as merger:
+        for n in (10, 10, 10, 10):
+            batch = [src.insert() for _ in range(n)]
+            merger.merge(batch, _end(batch))
+    assert len(written) == 3
+    scanned = spark.sql(f"SELECT * FROM {target} WHERE id = 25").collect()
+    assert [r["id"] for r in scanned] == [25]
+    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, target)
+    expressions = spark._jvm.org.apache.iceberg.expressions.Expressions
+    tasks = table.newScan().filter(expressions.equal("id", 25)).planFiles()
+    try:
+        found = tasks.iterator()
+        planned = []
+        while found.hasNext():
+            planned.append(str(found.next().file().location()))
+    finally:
+        tasks.close()
+    assert planned == [written[1]]  # keys 21..30: the second file the driver wrote, no other
+
+
+def _table(
+    spark: Any, ddl: str = "", props: str = "", columns: str = "id bigint, v string"
+) -> tuple[str, Any]:
+    target = f"lake.t{uuid.uuid4().hex[:8]}.t"
+    spark.sql(f"CREATE TABLE {target} ({columns}) USING iceberg {ddl} TBLPROPERTIES ('a'='b'{props})")
+    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, target)
+    return target, table
+
+
+_COLUMNS = [("ID", pa.int64()), ("v", pa.string())]
+
+
+def test_the_layout_of_a_plain_table(spark: Any) -> None:
+    _, table = _table(spark)
+    shape = file_append.layout(spark, table, _COLUMNS)
+    assert shape is not None
+    assert [(f.name, f.metadata) for f in shape.schema] == [
+        ("id", {b"PARQUET:field_id": b"1"}),
+        ("v", {b"PARQUET:field_id": b"2"}),
+    ]
+    assert shape.sources == ("ID", "v") and shape.codec == "zstd" and shape.level is None
+
+
+@pytest.mark.parametrize(
+    ("ddl", "props", "columns"),
+    [
+        ("PARTITIONED BY (bucket(4, id))", "", _COLUMNS),
+        ("", ", 'write.format.default'='orc'", _COLUMNS),
+        ("", ", 'write.parquet.compression-codec'='lz4'", _COLUMNS),
+        ("", "", [("id", pa.int32()), ("v", pa.string())]),  # the table's column is a long
+        ("", "", [("id", pa.int64())]),  # a column of the table not written
+        ("", "", [*_COLUMNS, ("w", pa.string())]),  # a column the table does not have
+        ("", "", [("id", pa.int64()), ("v", pa.list_(pa.float32()))]),
+    ],
+    ids=["partitioned", "orc", "lz4", "narrower-type", "column-missing", "extra-column", "nested"],
+)
+def test_what_spark_must_write_is_refused(
+    spark: Any, ddl: str, props: str, columns: list[tuple[str, pa.DataType]]
+) -> None:
+    _, table = _table(spark, ddl, props)
+    assert file_append.layout(spark, table, columns) is None
+
+
+def test_a_sorted_table_a_required_column_and_off_are_refused(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target, table = _table(spark)
+    spark.sql(f"ALTER TABLE {target} WRITE ORDERED BY v")
+    table.refresh()
+    assert file_append.layout(spark, table, _COLUMNS) is None
+    _, table = _table(spark, columns="id bigint NOT NULL, v string")
+    assert file_append.layout(spark, table, _COLUMNS) is None
+    _, table = _table(spark, props=", 'write.parquet.compression-codec'='snappy', "
+                      "'write.parquet.compression-level'='3'")  # fmt: skip
+    shape = file_append.layout(spark, table, _COLUMNS)
+    assert shape is not None and shape.codec == "snappy" and shape.level == 3
+    monkeypatch.setenv(file_append.FILE_APPEND_ENV, "off")
+    assert file_append.layout(spark, table, _COLUMNS) is None
+
+
+def _data_files(table: Any) -> set[str]:
+    folder = file_append.filesystem_of(str(table.location()))[1] + "/data"
+    return (
+        {name for name in os.listdir(folder) if name.endswith(".parquet")} if os.path.isdir(folder) else set()
+    )
+
+
+def _staged(rows: list[tuple[int, str, str]]) -> Iterator[pa.Table]:
+    yield pa.table(
+        {"id": [r[0] for r in rows], "v": [r[1] for r in rows], "_cdc_action": [r[2] for r in rows]},
+        schema=pa.schema([("id", pa.int64()), ("v", pa.string()), ("_cdc_action", pa.string())]),
+    )
+
+
+def test_a_refused_commit_leaves_no_file(spark: Any) -> None:
+    """A writer committed a key of the range after the checked snapshot: the driver's commit is
+    refused (as Spark's overwrite would be), and its file is deleted."""
+    from py4j.protocol import Py4JJavaError
+
+    from airflow_provider_binlog.lake.types import BIGINT, STRING, LakeColumn
+
+    target, table = _table(spark)
+    spark.sql(f"INSERT INTO {target} VALUES (1, 'a')")
+    table.refresh()
+    checked = int(table.currentSnapshot().snapshotId())
+    spark.sql(f"INSERT INTO {target} VALUES (15, 'other')")
+    table.refresh()
+    before = _data_files(table)
+    rows = [(10, "x", "U"), (11, "y", "D"), (20, "z", "U")]
+    with pytest.raises(Py4JJavaError, match="ValidationException"):
+        new_keys.insert_file(
+            spark, target, lambda: _staged(rows), [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
+            {"id": (10, 20)}, checked, {"k": "v"}, soft_delete=False, expected=2,
+        )  # fmt: skip
+    assert _data_files(table) == before
+    assert sorted(tuple(r) for r in spark.table(target).collect()) == [(1, "a"), (15, "other")]
+    # from the current snapshot it lands: the upserts only, the summary holds the properties
+    table.refresh()
+    current = int(table.currentSnapshot().snapshotId())
+    assert new_keys.insert_file(
+        spark, target, lambda: _staged(rows), [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
+        {"id": (16, 20)}, current, {"k": "v"}, soft_delete=False, expected=2,
+    )  # fmt: skip
+    table.refresh()
+    assert table.currentSnapshot().summary().get("k") == "v"
+    assert sorted(tuple(r) for r in spark.table(target).collect()) == [
+        (1, "a"),
+        (10, "x"),
+        (15, "other"),
+        (20, "z"),
+    ]
+
+
+def test_a_row_count_that_differs_commits_nothing(spark: Any) -> None:
+    from airflow_provider_binlog.lake.errors import LakeError
+    from airflow_provider_binlog.lake.types import BIGINT, STRING, LakeColumn
+
+    target, table = _table(spark)
+    spark.sql(f"INSERT INTO {target} VALUES (1, 'a')")
+    table.refresh()
+    snapshot = int(table.currentSnapshot().snapshotId())
+    before = _data_files(table)
+    with pytest.raises(LakeError, match="holds 1 upserts, 2 expected"):
+        new_keys.insert_file(
+            spark, target, lambda: _staged([(10, "x", "U")]),
+            [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
+            {"id": (10, 20)}, snapshot, {}, soft_delete=False, expected=2,
+        )  # fmt: skip
+    table.refresh()
+    assert int(table.currentSnapshot().snapshotId()) == snapshot and _data_files(table) == before
+
+
+class _Io:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def deleteFile(self, location: str) -> None:
+        self.deleted.append(location)
+
+
+class _Table:
+    def __init__(self) -> None:
+        self._io = _Io()
+
+    def io(self) -> _Io:
+        return self._io
+
+
+class _JavaClass:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def getName(self) -> str:
+        return self.name
+
+
+class _JavaError:
+    def __init__(self, name: str, cause: _JavaError | None = None) -> None:
+        self.cls, self.cause = _JavaClass(name), cause
+
+    def getClass(self) -> _JavaClass:
+        return self.cls
+
+    def getCause(self) -> _JavaError | None:
+        return self.cause
+
+
+class _Raised(Exception):
+    def __init__(self, java: _JavaError) -> None:
+        super().__init__("raised")
+        self.java_exception = java
+
+
+def test_discard_keeps_a_file_whose_commit_may_have_landed() -> None:
+    """Pure: a refused commit's file is deleted; after CommitStateUnknownException it is kept."""
+    refused = _Raised(_JavaError("org.apache.iceberg.exceptions.ValidationException"))
+    unknown = _Raised(
+        _JavaError(
+            "java.lang.RuntimeException",
+            _JavaError("org.apache.iceberg.exceptions.CommitStateUnknownException"),
+        )
+    )
+    for exc, deleted in ((refused, ["f1"]), (unknown, []), (ValueError("python"), ["f1"])):
+        table = _Table()
+        file_append.discard(table, "f1", exc)
+        assert table.io().deleted == deleted
+
+
+def test_iceberg_types_of_the_staged_arrow_types() -> None:
+    assert file_append.iceberg_type(pa.int32()) == "int"
+    assert file_append.iceberg_type(pa.int64()) == "long"
+    assert file_append.iceberg_type(pa.decimal128(20, 0)) == "decimal(20, 0)"
+    assert file_append.iceberg_type(pa.timestamp("us", tz="UTC")) == "timestamptz"
+    assert file_append.iceberg_type(pa.timestamp("us")) == "timestamp"
+    assert file_append.iceberg_type(pa.timestamp("ns")) is None
+    assert file_append.iceberg_type(pa.list_(pa.float32())) is None
+    assert file_append.iceberg_type(pa.int16()) is None
+    assert file_append.filesystem_of("file:/tmp/a/b.parquet")[1] == "/tmp/a/b.parquet"
+    assert file_append.filesystem_of("file:///tmp/a/b.parquet")[1] == "/tmp/a/b.parquet"
