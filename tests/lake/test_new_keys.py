@@ -151,6 +151,7 @@ def test_a_writer_within_the_range_after_the_check_makes_the_insert_conflict(
     assert rows[205] == "y205" and len(rows) == 20
     # the refused attempt's file is gone: every data file in the folder is one a snapshot holds
     table = commits.load_iceberg_table(spark, target)
+    assert table is not None
     folder = file_append.filesystem_of(str(table.location()))[1] + "/data"
     on_disk = {f"{folder}/{n}" for n in os.listdir(folder) if n.endswith(".parquet")}
     held = {
