@@ -43,6 +43,11 @@ STEPS = (
     ("airflow_provider_binlog.lake.commits", "commit"),
     ("airflow_provider_binlog.lake.commits", "Marks.get"),
     ("airflow_provider_binlog.lake.new_keys", "untouched_snapshot"),
+    ("airflow_provider_binlog.lake.new_keys", "insert"),
+    ("airflow_provider_binlog.lake.new_keys", "insert_file"),
+    ("airflow_provider_binlog.lake.file_append", "write_file"),
+    ("airflow_provider_binlog.lake.file_append", "data_file"),
+    ("airflow_provider_binlog.lake.file_append", "commit_overwrite"),
     ("airflow_provider_binlog.lake.shard_writers", "check_merger"),
 )
 

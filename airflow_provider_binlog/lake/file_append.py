@@ -157,6 +157,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     fs = shape.filesystem
     count = 0
     try:
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)  # a new table has no data folder yet
         with (
             fs.open_output_stream(path) as sink,
             pq.ParquetWriter(

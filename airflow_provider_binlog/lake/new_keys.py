@@ -24,6 +24,16 @@ longer new). The overwrite deletes nothing: a file within the filter at commit t
 ``S`` (none) or newer (refused). Compaction rewrites rows already in ``S``: none within the filter.
 Snapshot properties ride on the same commit as for the MERGE (:func:`.commits.commit_properties`).
 
+**A table without a snapshot** (just created: a destination's first chunk, a backfill's first load)
+holds no row, so every piece of it is new keys (:data:`EMPTY`). Its insert is validated from the
+table's first snapshot on (no ``validate-from-snapshot-id``: Iceberg then checks every snapshot
+committed before the insert's own), so a writer that committed a row within the filter meanwhile
+makes it conflict as above.
+
+**Who writes the file.** Where the table allows it, the driver writes the insert's rows as one data
+file and commits it through Iceberg's API (:func:`insert_file`, :mod:`.file_append`) with exactly
+this overwrite, filter and validation; otherwise Spark writes it (:func:`insert`).
+
 Used only for int and long key columns (the predicate's literals need no cast in Spark's filter; an
 unsigned BIGINT is a decimal(20, 0) column), and when the table's columns are exactly the
 statement's (the MERGE leaves columns it does not name NULL, a by-name overwrite would refuse
@@ -52,6 +62,10 @@ NEW_KEYS_ENV = "BINLOG_CDC_NEW_KEYS"
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
+EMPTY = -1
+""":func:`untouched_snapshot` of a table that has no snapshot yet (snapshot ids are positive)."""
+
+
 def enabled() -> bool:
     return os.environ.get(NEW_KEYS_ENV, "").lower() not in ("off", "0", "false")
 
@@ -60,8 +74,9 @@ def untouched_snapshot(
     spark: SparkSession, target: str, ranges: Mapping[str, tuple[int, int]], columns: Sequence[str]
 ) -> int | None:
     """The current snapshot of ``target`` when no row of it can lie within ``ranges`` (see the
-    module docstring) and its columns are exactly ``columns`` (case-insensitive), else ``None``
-    (also for a table without a snapshot yet, or a column not in it).
+    module docstring) and its columns are exactly ``columns`` (case-insensitive), :data:`EMPTY`
+    when the table has no snapshot yet (and those columns), else ``None`` (also for a column not
+    in it).
 
     :param target: the table's quoted name.
     :param ranges: integer key column -> lowest and highest staged value.
@@ -73,19 +88,19 @@ def untouched_snapshot(
     if table is None:
         return None
     snapshot = table.currentSnapshot()  # as this session plans on it (no refresh: like the MERGE)
-    if snapshot is None:
-        return None
     schema = table.schema()
     found = range_filter(spark, schema, ranges)
     if found is None:
         return None
-    snapshot_id = int(snapshot.snapshotId())
-    files = table.newScan().useSnapshot(snapshot_id).filter(found).planFiles()
-    try:
-        if files.iterator().hasNext():
-            return None
-    finally:
-        files.close()
+    snapshot_id = EMPTY
+    if snapshot is not None:
+        snapshot_id = int(snapshot.snapshotId())
+        files = table.newScan().useSnapshot(snapshot_id).filter(found).planFiles()
+        try:
+            if files.iterator().hasNext():
+                return None
+        finally:
+            files.close()
     # last: a py4j call per column (most pieces of a mixed workload stop at the files above)
     if sorted(str(c.name()).lower() for c in schema.columns()) != sorted(c.lower() for c in columns):
         return None
@@ -116,19 +131,17 @@ def range_filter(spark: SparkSession, schema: Any, ranges: Mapping[str, tuple[in
 
 def insert(spark: SparkSession, target: str, select: str, predicate: str, snapshot_id: int) -> None:
     """Write the rows of ``select`` into ``target`` as an overwrite by ``predicate`` validated from
-    ``snapshot_id`` (see the module docstring); the caller attaches the commit's properties.
+    ``snapshot_id`` (:data:`EMPTY`: from the table's first snapshot; see the module docstring); the
+    caller attaches the commit's properties.
 
     :param select: the rows, one column per table column, named as they are.
     :param predicate: the key ranges, as SQL on the table's columns (unaliased).
     """
     from pyspark.sql import functions
 
-    writer = (
-        spark.sql(select)
-        .writeTo(target)
-        .option("validate-from-snapshot-id", str(snapshot_id))
-        .option("isolation-level", "serializable")
-    )
+    writer = spark.sql(select).writeTo(target).option("isolation-level", "serializable")
+    if snapshot_id != EMPTY:
+        writer = writer.option("validate-from-snapshot-id", str(snapshot_id))
     writer.overwrite(functions.expr(predicate))
 
 
@@ -152,6 +165,7 @@ def insert_file(
     :param columns: the staged columns the table's columns are filled from (the names of
         :func:`.merge_sql.new_keys_sql`, but ``_cdc_deleted``, which is ``false`` with
         ``soft_delete``).
+    :param snapshot_id: as for :func:`insert`.
     :param properties: the commit's snapshot properties.
     :param expected: the piece's upserts: the file must hold exactly that many rows.
     :raises LakeError: the file's row count differs (nothing committed).
@@ -182,7 +196,8 @@ def insert_file(
                 "nothing was committed"
             )
         data = file_append.data_file(spark, table, location)
-        file_append.commit_overwrite(table, data, row_filter, snapshot_id, properties)
+        start = None if snapshot_id == EMPTY else snapshot_id
+        file_append.commit_overwrite(table, data, row_filter, start, properties)
     except BaseException as exc:
         file_append.discard(table, location, exc)
         raise
