@@ -1,13 +1,15 @@
 """Rows the driver writes itself as one Iceberg data file and commits through Iceberg's API: no
 Spark job.
 
-A piece of new keys (:mod:`.new_keys`) is an insert. Through Spark it costs a job: the staged
-Parquet file is read, every row converted to Spark's rows and back, and written again as the
-table's Parquet (in the insert benchmark most of the JVM's CPU). The same rows are already typed
-Arrow in the staged file, so here pyarrow copies them into a Parquet file in the table's data
-location, with each column's Iceberg field id and column statistics; Iceberg reads the file's
-metrics from its footer (``ParquetUtil.fileMetrics``, the table's metrics settings) and the file
-is committed by the same operation Spark's write commits (:func:`commit_overwrite`).
+Used for inserts: a piece of new keys (:mod:`.new_keys`), a chunk of an append-only target
+(:class:`.statements.Statements`) or of an initial snapshot (:mod:`.snapshot`). Through Spark an
+insert costs a job: the staged Parquet file is read, every row converted to Spark's rows and back,
+and written again as the table's Parquet (in the insert benchmark, half of the JVM's CPU). The rows
+are already typed Arrow in the staged file, so here pyarrow copies them into a Parquet file in the
+table's data location, with each column's Iceberg field id and column statistics; Iceberg reads
+the file's metrics from its footer (``ParquetUtil.fileMetrics``, the table's metrics settings) and
+the file is committed by the operation Spark's write commits (:func:`commit_overwrite`, or an
+append).
 
 **When.** Only where the file is exactly what Spark would write (:func:`layout`): the table is
 unpartitioned and unsorted, its write format Parquet with a codec pyarrow writes (``zstd``,
@@ -29,13 +31,17 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
+
+from airflow_provider_binlog.lake.commits import load_iceberg_table
+from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -173,6 +179,67 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
             fs.delete_file(path)
         raise
     return location, count
+
+
+def write_committed(
+    spark: SparkSession,
+    table: Any,
+    shape: Layout,
+    tables: Iterable[pa.Table],
+    expected: int,
+    commit: Callable[[Any], None],
+    what: str,
+) -> None:
+    """Write ``tables`` as one data file of ``table`` (:func:`write_file`) and ``commit`` its JVM
+    ``DataFile``; a file whose commit raised is discarded (:func:`discard`).
+
+    :param expected: the rows the file must hold.
+    :param what: the table's name, for the error.
+    :raises LakeError: the file holds another count of rows (nothing committed).
+    """
+    location, count = write_file(table, shape, tables)
+    try:
+        if count != expected:
+            raise LakeError(
+                f"insert into {what}: {count} staged rows written, {expected} expected; nothing was committed"
+            )
+        commit(data_file(spark, table, location))
+    except BaseException as exc:
+        discard(table, location, exc)
+        raise
+
+
+def append(
+    spark: SparkSession,
+    target: str,
+    staged: Callable[[], Iterable[pa.Table]],
+    columns: Sequence[LakeColumn],
+    properties: Mapping[str, str],
+    expected: int,
+) -> bool:
+    """Append every staged row to ``target`` as one data file the driver writes, committed as
+    Spark's ``INSERT INTO`` commits (an append: nothing to validate) with ``properties`` in the
+    snapshot's summary; ``False`` (nothing written) when Spark must write them (:func:`layout`).
+
+    :param staged: opens the staged rows (tables of ``columns``).
+    :param expected: the staged rows.
+    """
+    loaded = load_iceberg_table(spark, target)
+    if loaded is None:
+        return False
+    table = loaded
+    shape = layout(spark, table, [(c.name, c.type.arrow) for c in columns])
+    if shape is None:
+        return False
+
+    def commit(file: Any) -> None:
+        op = table.newAppend().appendFile(file)
+        for key, value in properties.items():
+            op = op.set(key, value)
+        op.commit()
+
+    write_committed(spark, table, shape, staged(), expected, commit, target)
+    return True
 
 
 def data_file(spark: SparkSession, table: Any, location: str) -> Any:

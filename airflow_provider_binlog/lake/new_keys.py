@@ -50,7 +50,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_binlog.lake import commits, file_append
-from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
 from airflow_provider_binlog.lake.types import LakeColumn
 
@@ -168,7 +167,7 @@ def insert_file(
     :param snapshot_id: as for :func:`insert`.
     :param properties: the commit's snapshot properties.
     :param expected: the piece's upserts: the file must hold exactly that many rows.
-    :raises LakeError: the file's row count differs (nothing committed).
+    :raises LakeError: the file's row count differs (nothing committed; :func:`.file_append.write_committed`).
     """
     table = commits.load_iceberg_table(spark, target)
     if table is None:
@@ -188,17 +187,10 @@ def insert_file(
                 part = part.append_column(DELETED_COLUMN, pa.array([False] * part.num_rows, pa.bool_()))
             yield part
 
-    location, count = file_append.write_file(table, shape, upserts())
-    try:
-        if count != expected:
-            raise LakeError(
-                f"insert into {target}: the staged piece holds {count} upserts, {expected} expected; "
-                "nothing was committed"
-            )
-        data = file_append.data_file(spark, table, location)
-        start = None if snapshot_id == EMPTY else snapshot_id
+    start = None if snapshot_id == EMPTY else snapshot_id
+
+    def commit(data: Any) -> None:
         file_append.commit_overwrite(table, data, row_filter, start, properties)
-    except BaseException as exc:
-        file_append.discard(table, location, exc)
-        raise
+
+    file_append.write_committed(spark, table, shape, upserts(), expected, commit, target)
     return True

@@ -3,7 +3,8 @@
 Chunks are written under the destination's own name, so each chunk commit carries the mark
 ``(0, chunk, -1, last row)``: re-loading a committed chunk is skipped, and every binlog change
 (file number >= 1) is applied after it. A chunk is one ``INSERT`` (chunk key ranges are disjoint
-and the target starts empty, so no key is there yet); with soft deletes or metadata columns it goes
+and the target starts empty, so no key is there yet; the driver writes it as a data file where the
+table allows, :mod:`.file_append`); with soft deletes or metadata columns it goes
 through the :class:`~.merge.ChangeMerger`'s ``MERGE`` instead. :meth:`reset` empties a
 target and commits the mark ``(0, 0, -1, -1)`` so a re-snapshot after a purge starts from chunk 1
 below any older binlog mark.
@@ -11,13 +12,14 @@ below any older binlog mark.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
-from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake import commits, file_append
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import lake_columns
 from airflow_provider_binlog.lake.errors import LakeError
@@ -146,13 +148,18 @@ class LakeChunkLoader:
         m.target_tables.ensure(target, parse_name(target), display, columns, opts)
         names = [c.name for c in columns]
         rows = (tuple((c.after or {}).get(n) for n in names) for c in fresh)
-        view, stage, _ = m.views.stage(columns, rows)
+        view, stage, staged = m.views.stage(columns, rows)
         last = fresh[-1]
         props = commits.mark_properties(self.destination, last.order_key, last.position, None, None)
+        insert = append_sql(target, view, names)
+
+        def apply() -> None:
+            read = functools.partial(m.views.area.read, stage)
+            if not file_append.append(self.spark, target, read, columns, props, staged):
+                self.spark.sql(insert)
+
         try:
-            insert = append_sql(target, view, names)
-            where = f"snapshot rows to {last.position}"
-            commits.commit(self.spark, target, props, lambda: self.spark.sql(insert), where)
+            commits.commit(self.spark, target, props, apply, f"snapshot rows to {last.position}")
         finally:
             m.views.drop(view, stage)
         m.marks.put(target, CommittedMark(last.order_key, last.position, None, None, -1))

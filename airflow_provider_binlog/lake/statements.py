@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import commits, merge_sql, new_keys
+from airflow_provider_binlog.lake import commits, file_append, merge_sql, new_keys
 from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
@@ -403,9 +403,14 @@ class Statements:
         statement = merge_sql.append_sql(target, view, [c.name for c in all_columns])
         spark = self.spark
 
+        def apply() -> None:
+            read = functools.partial(self.views.area.read, stage_name)
+            if not file_append.append(spark, target, read, all_columns, props, n):
+                spark.sql(statement)
+
         def run() -> None:
             try:
-                commits.commit(spark, target, props, functools.partial(spark.sql, statement), changes)
+                commits.commit(spark, target, props, apply, changes)
                 counts.appended += n
                 counts.commits += 1
             finally:

@@ -27,6 +27,7 @@ from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
 from airflow_provider_binlog.canal.snapshot import Snapshot, table_key
 from airflow_provider_binlog.canal.snapshot_position import consistent_start
+from airflow_provider_binlog.lake import file_append
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader, chunk_commits
 from airflow_provider_binlog.lake.verify import verify_tables
@@ -178,13 +179,21 @@ def test_snapshot_under_concurrent_writes_then_binlog(
 
     # S is the binlog position of a consistent snapshot (its meaning: test_snapshot_position.py)
     monkeypatch.setattr(snapshot_module, "consistent_start", recorded_start)
+    appended: list[bool] = []
+    real_append = file_append.append
+
+    def append(*args: Any) -> bool:
+        appended.append(real_append(*args))
+        return appended[-1]
+
+    monkeypatch.setattr(file_append, "append", append)  # the chunks: data files the driver wrote
     with Writer(mariadb, database, "t", 1500, seed=1) as writer:
         result = _snapshot(config, meta, mariadb, database, spark, tables)
         ops_during = writer.ops
     assert result.cursor_set and ops_during > 20
     assert starts == [result.start]
     table = result.tables[f"{database}.t"]
-    assert table.chunks >= 4
+    assert table.chunks >= 4 and appended == [True] * table.chunks
     cursor = meta.get_cursor(config.identity).value
     assert cursor is not None and cursor.included and cursor.binlog_position == result.start
     incremental(config, meta, spark, tables)
