@@ -22,7 +22,8 @@ Failpoints in the code: ``drain`` (after a batch was taken from the store), ``be
 ``after_commit`` (the lake holds the chunk, nothing acked yet), ``ack`` (before each batch's ack:
 later hits leave some batches acked), ``after_ack``; ``snapshot_before_load`` and
 ``snapshot_after_load`` around each snapshot chunk; ``lake_commit`` before each attempt of an
-Iceberg commit (:func:`..lake.commits.commit`).
+Iceberg commit (:func:`..lake.commits.commit`); ``file_written`` when the driver has written a
+data file and not committed it yet (:func:`..lake.file_append.write_committed`).
 """
 
 from __future__ import annotations

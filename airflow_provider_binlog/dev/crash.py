@@ -21,15 +21,17 @@ That fixes lower bounds on the hits it makes (:func:`certain_hits`): a batch hol
 ``BATCH_SIZE`` entries and every batch is acked, so ``drain`` and ``ack`` are hit at least
 ``ceil(L / BATCH_SIZE)`` times for ``L`` fresh ledger changes; a chunk is committed once it holds
 ``commit_rows`` row images and a batch adds at most ``BATCH_SIZE`` (every change of an append-only
-target is an image), so ``before_commit``, ``after_commit``, ``after_ack`` and the ledger's
-``merge_table`` are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A kill point is
-the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned kill happens;
-one that does not is an error (the bound, or the drain, changed). The kinds take turns in a
-seeded order (every kind once per ``len(KINDS)`` kills): the six failpoints (drain,
-before_commit, merge_table, after_commit, ack, after_ack: see :mod:`..faults`) and ``timer``, a
-kill at a random moment mid-run: the first ``drain`` hit (the first batch read) starts a timer of
-a random delay that SIGKILLs the process wherever it is (reading, starting Spark, inside a MERGE,
-acking); should the run reach its last certain ``after_ack`` hit first, the kill lands there.
+target is an image), so ``before_commit``, ``after_commit``, ``after_ack``, the ledger's
+``merge_table`` and its ``file_written`` (the driver writes the ledger's chunk as a data file,
+:mod:`..lake.file_append`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
+kill point is the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned
+kill happens; one that does not is an error (the bound, or the drain, changed). The kinds take
+turns in a seeded order (every kind once per ``len(KINDS)`` kills): the seven failpoints (drain,
+before_commit, merge_table, file_written, after_commit, ack, after_ack: see :mod:`..faults`) and
+``timer``, a kill at a random moment mid-run: the first ``drain`` hit (the first batch read)
+starts a timer of a random delay that SIGKILLs the process wherever it is (reading, starting
+Spark, inside a MERGE, acking); should the run reach its last certain ``after_ack`` hit first, the
+kill lands there.
 
 Used by ``tests/faults/test_crash_matrix.py`` (the CI setting) and ``bench/reliability.py``
 (larger settings); the per-run process is ``python -m airflow_provider_binlog.dev.crash child SPEC``.
@@ -56,7 +58,7 @@ import pymysql
 from airflow_provider_binlog.dev import demo_data
 from airflow_provider_binlog.faults import ENV, KILL_MARK
 
-FAILPOINTS = ("drain", "before_commit", "merge_table", "after_commit", "ack", "after_ack")
+FAILPOINTS = ("drain", "before_commit", "merge_table", "file_written", "after_commit", "ack", "after_ack")
 TIMER = "timer"
 KINDS = (*FAILPOINTS, TIMER)
 TIMER_STARTS_AT = "drain"  # a timer kill's timer starts at the first hit of this failpoint
@@ -85,7 +87,8 @@ def certain_hits(ledger_changes: int, commit_rows: int = COMMIT_ROWS) -> dict[st
     batches = -(-ledger_changes // BATCH_SIZE)
     commits = -(-ledger_changes // (commit_rows + BATCH_SIZE))
     hits = {"drain": batches, "ack": batches}
-    hits |= {name: commits for name in ("before_commit", "merge_table", "after_commit", "after_ack", TIMER)}
+    per_commit = ("before_commit", "merge_table", "file_written", "after_commit", "after_ack", TIMER)
+    hits |= dict.fromkeys(per_commit, commits)
     return hits
 
 

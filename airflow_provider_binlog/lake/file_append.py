@@ -11,12 +11,14 @@ the file's metrics from its footer (``ParquetUtil.fileMetrics``, the table's met
 the file is committed by the operation Spark's write commits (:func:`commit_overwrite`, or an
 append).
 
-**When.** Only where the file is exactly what Spark would write (:func:`layout`): the table is
-unpartitioned and unsorted, its write format Parquet with a codec pyarrow writes (``zstd``,
-``snappy``, ``gzip``, ``uncompressed``), no encryption, and every column optional, primitive and
-of exactly the Iceberg type of its staged Arrow type (:func:`iceberg_type`); the session writes
-no WAP branch; pyarrow can write to the table's location. Anything else goes through Spark, as
-does every piece when ``$BINLOG_CDC_FILE_APPEND=off``.
+**When.** Only where the file holds what Spark's write would, column for column (:func:`layout`):
+the table is unpartitioned and unsorted, its write format Parquet with a codec pyarrow writes
+(``zstd``, ``snappy``, ``gzip``, ``uncompressed``), no encryption, and every column optional,
+primitive and of exactly the Iceberg type of its staged Arrow type (:func:`iceberg_type`); the
+session writes no WAP branch; pyarrow knows the scheme of the table's location. Anything else
+goes through Spark, as does every piece when ``$BINLOG_CDC_FILE_APPEND=off``, and every piece of a
+table whose location pyarrow failed to create a file in (:func:`write_committed`: a warning says
+so).
 
 **Exactly once.** The commit carries the same snapshot properties (the piece's mark) and the same
 validation as Spark's overwrite, so :func:`.commits.commit` retries and checks it as it does
@@ -29,6 +31,7 @@ snapshot refers to it (Iceberg's ``remove_orphan_files`` removes such files).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,12 +42,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 FILE_APPEND_ENV = "BINLOG_CDC_FILE_APPEND"
 """``off``: write every insert through Spark (:func:`enabled`)."""
@@ -118,6 +124,8 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
     docstring). Names match the table's columns case-insensitively, as Spark resolves them."""
     if not enabled() or not table.spec().isUnpartitioned() or not table.sortOrder().isUnsorted():
         return None
+    if str(table.location()) in _unwritable:
+        return None
     conf = spark.conf
     if conf.get("spark.wap.id", None) or conf.get("spark.wap.branch", None):
         return None
@@ -154,18 +162,33 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
     )
 
 
+class Unwritable(Exception):
+    """pyarrow could not create a file in a table's data location (no access, no credentials)."""
+
+
+_unwritable: set[str] = set()
+"""Table locations pyarrow could not create a file in, in this process: Spark writes those."""
+
+
 def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[str, int]:
     """Write the rows of ``tables`` (columns named as :attr:`Layout.sources`) as one Parquet file
     in ``table``'s data location; return ``(its location as Iceberg names it, row count)``. A
-    failed write removes what it wrote."""
+    failed write removes what it wrote.
+
+    :raises Unwritable: the file could not be created (nothing written).
+    """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
     _, path = filesystem_of(location)
     fs = shape.filesystem
-    count = 0
     try:
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)  # a new table has no data folder yet
+        sink = fs.open_output_stream(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise Unwritable(f"{type(exc).__name__}: {exc}") from exc
+    count = 0
+    try:
         with (
-            fs.open_output_stream(path) as sink,
+            sink,
             pq.ParquetWriter(
                 sink, shape.schema, compression=shape.codec, compression_level=shape.level
             ) as writer,
@@ -189,16 +212,32 @@ def write_committed(
     expected: int,
     commit: Callable[[Any], None],
     what: str,
-) -> None:
+) -> bool:
     """Write ``tables`` as one data file of ``table`` (:func:`write_file`) and ``commit`` its JVM
-    ``DataFile``; a file whose commit raised is discarded (:func:`discard`).
+    ``DataFile``; a file whose commit raised is discarded (:func:`discard`). ``False`` (nothing
+    written) when the file could not be created: the table's location is then left to Spark for
+    the rest of the process, with a warning.
 
     :param expected: the rows the file must hold.
-    :param what: the table's name, for the error.
+    :param what: the table's name, for the messages.
     :raises LakeError: the file holds another count of rows (nothing committed).
     """
-    location, count = write_file(table, shape, tables)
     try:
+        location, count = write_file(table, shape, tables)
+    except Unwritable as exc:
+        where = str(table.location())
+        _unwritable.add(where)
+        log.warning(
+            "%s: the driver cannot create files in %s (%s); Spark writes this table's inserts from "
+            "now on (give the driver's pyarrow access to it, or set %s=off to stop trying)",
+            what,
+            where,
+            exc,
+            FILE_APPEND_ENV,
+        )
+        return False
+    try:
+        failpoint("file_written")  # the crash tests stop here: a data file no snapshot holds
         if count != expected:
             raise LakeError(
                 f"insert into {what}: {count} staged rows written, {expected} expected; nothing was committed"
@@ -207,6 +246,7 @@ def write_committed(
     except BaseException as exc:
         discard(table, location, exc)
         raise
+    return True
 
 
 def append(
@@ -238,8 +278,7 @@ def append(
             op = op.set(key, value)
         op.commit()
 
-    write_committed(spark, table, shape, staged(), expected, commit, target)
-    return True
+    return write_committed(spark, table, shape, staged(), expected, commit, target)
 
 
 def data_file(spark: SparkSession, table: Any, location: str) -> Any:

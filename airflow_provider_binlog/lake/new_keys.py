@@ -192,5 +192,4 @@ def insert_file(
     def commit(data: Any) -> None:
         file_append.commit_overwrite(table, data, row_filter, start, properties)
 
-    file_append.write_committed(spark, table, shape, upserts(), expected, commit, target)
-    return True
+    return file_append.write_committed(spark, table, shape, upserts(), expected, commit, target)

@@ -1,12 +1,12 @@
 """Crash matrix (issue #8): the operator's process SIGKILLed at chosen points, rerun, lake == source.
 
 The scenarios are :mod:`airflow_provider_binlog.dev.crash`'s: a writer changes the ``shop`` tables
-while runs are killed at failpoints (drain, before_commit, merge_table, after_commit, ack,
-after_ack) or at a random moment mid-run (a timer); then a clean run; the lake table of
+while runs are killed at failpoints (drain, before_commit, merge_table, file_written,
+after_commit, ack, after_ack) or at a random moment mid-run (a timer); then a clean run; the lake table of
 ``shop.orders`` is compared with its source value by value, and the append-only change log of
 ``shop.ledger`` must hold each change once. Each kill point lies within the hits its run is
 certain to make (the harness writes a known amount of changes before each run), so every planned
-kill happens on any machine, fast or slow, and the kinds take turns (all seven in every seven
+kill happens on any machine, fast or slow, and the kinds take turns (all eight in every eight
 kills).
 
 CI setting: 5 scenarios x 4 kills (20 kills). ``BINLOG_CDC_CRASH_SCENARIOS``,

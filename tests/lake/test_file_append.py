@@ -361,3 +361,44 @@ def test_an_append_only_target_written_by_the_driver_equals_spark_s(
     rows = [spark.sql(f"SELECT * FROM {targets[m]} ORDER BY {order}").collect() for m in ("off", "on")]
     assert rows[0] == rows[1] and len(rows[0]) > 100
     assert sorted(_metrics(spark, targets["on"])) == sorted(_metrics(spark, targets["off"]))
+
+
+def test_a_location_the_driver_cannot_write_is_left_to_spark(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Any
+) -> None:
+    """pyarrow fails to create the file (here: every path lies under a regular file): a warning
+    names the table and the way out, Spark writes the insert, and the driver does not try that
+    table's location again in this process."""
+    from pyarrow import fs as pafs
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    real = file_append.filesystem_of
+
+    def under_a_file(location: str) -> tuple[Any, str]:
+        return pafs.SubTreeFileSystem(str(blocker), pafs.LocalFileSystem()), real(location)[1]
+
+    monkeypatch.setattr(file_append, "filesystem_of", under_a_file)
+    monkeypatch.setattr(file_append, "_unwritable", set())
+    tried: list[int] = []
+    real_write = file_append.write_file
+
+    def write_file(*args: Any) -> Any:
+        tried.append(1)
+        return real_write(*args)
+
+    monkeypatch.setattr(file_append, "write_file", write_file)
+    columns = [c for c in all_type_columns() if c.cdef.name == "vc"]
+    src = SourceTable("db", "t", columns, random.Random(2))
+    target = f"lake.t{uuid.uuid4().hex[:8]}.t"
+    with (
+        caplog.at_level("WARNING", logger=file_append.__name__),
+        ChangeMerger(spark, "dest", {"db.t": target}) as merger,
+    ):
+        for _ in range(2):
+            batch = [src.insert() for _ in range(5)]
+            assert merger.merge(batch, _end(batch))[target].commits == 1
+    assert tried == [1]  # the second chunk went to Spark without trying
+    assert "the driver cannot create files in" in caplog.text and "BINLOG_CDC_FILE_APPEND=off" in caplog.text
+    assert target.split(".", 1)[1] in caplog.text.replace("`", "")
+    assert read_table(spark, target, ["id", "vc"]) == src.expected()
