@@ -156,6 +156,7 @@ class LakeChunkLoader:
         def apply() -> None:
             read = functools.partial(m.views.area.read, stage)
             if not file_append.append(self.spark, target, read, columns, props, staged):
+                m.views.use(view)
                 self.spark.sql(insert)
 
         try:

@@ -285,6 +285,11 @@ def spark_schema(columns: Sequence[LakeColumn]) -> str:
 class StagedViews:
     """Staged files of one merger, each read by Spark as a temporary view until it is dropped.
 
+    A view is made when a statement first needs it (:meth:`use`), on the thread that runs the
+    statement: making one costs Spark about 40 ms (0.4 s the first time in a driver), which the
+    statements of a chunk's tables then pay side by side instead of one after another while the
+    chunk is prepared, and an insert the driver writes itself (:mod:`.file_append`) never pays.
+
     :param spark: the session the views live in.
     :param area: where the files are written.
     :param timings: ``timings["stage"]`` grows by the seconds spent writing files (rows -> Arrow ->
@@ -296,7 +301,8 @@ class StagedViews:
         self.area = area
         self.timings = timings
         self._live: list[tuple[str, str]] = []  # (view, staged name) not dropped yet
-        self._lock = threading.Lock()  # views are dropped by the threads that run the statements
+        self._unmade: dict[str, tuple[str, str]] = {}  # view -> (file URI, Spark schema): not made yet
+        self._lock = threading.Lock()  # views are made and dropped by the threads that run the statements
 
     def stage(
         self,
@@ -304,8 +310,8 @@ class StagedViews:
         rows: Iterable[Sequence[Any]] = (),
         column_chunks: Iterable[Sequence[list[Any]]] | None = None,
     ) -> tuple[str, str, int]:
-        """Stage ``rows`` (tuples), or ``column_chunks`` (lists of values per column), as a temp
-        view; return ``(view, staged name, row count)``."""
+        """Stage ``rows`` (tuples), or ``column_chunks`` (lists of values per column), for a temp
+        view; return ``(view, staged name, row count)``. The view is made by :meth:`use`."""
         name = uuid.uuid4().hex
         t0 = time.perf_counter()
         if column_chunks is not None:
@@ -316,18 +322,30 @@ class StagedViews:
         view = f"binlog_cdc_stage_{name}"
         with self._lock:
             self._live.append((view, name))
-        # pyarrow writes proleptic Gregorian dates; tell Spark not to rebase (or refuse) ancient ones
-        reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
-            "int96RebaseMode", "CORRECTED"
-        )
-        reader.schema(spark_schema(columns)).parquet(uri).createOrReplaceTempView(view)
+            self._unmade[view] = (uri, spark_schema(columns))
         return view, name, count
 
+    def use(self, view: str) -> str:
+        """Make ``view`` (a view :meth:`stage` returned) if it is not made yet; return its name.
+        Call it before the first statement that reads the view."""
+        with self._lock:
+            unmade = self._unmade.pop(view, None)
+        if unmade is not None:
+            uri, schema = unmade
+            # pyarrow writes proleptic Gregorian dates; tell Spark not to rebase (or refuse) ancient ones
+            reader = self.spark.read.option("datetimeRebaseMode", "CORRECTED").option(
+                "int96RebaseMode", "CORRECTED"
+            )
+            reader.schema(schema).parquet(uri).createOrReplaceTempView(view)
+        return view
+
     def drop(self, view: str, name: str) -> None:
-        """Drop one view and its file."""
+        """Drop one view (if it was made) and its file."""
         with self._lock:
             self._live.remove((view, name))
-        self.spark.catalog.dropTempView(view)
+            made = self._unmade.pop(view, None) is None
+        if made:
+            self.spark.catalog.dropTempView(view)
         self.area.remove(name)
 
     def drop_all(self) -> None:

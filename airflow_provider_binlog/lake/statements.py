@@ -295,6 +295,7 @@ class Statements:
         def apply(checked: list[int | None]) -> None:
             snapshot = checked.pop() if checked else untouched()  # a retry plans anew
             if snapshot is None:
+                self.views.use(view)
                 spark.sql(statement)
             elif not new_keys.insert_file(
                 spark,
@@ -307,6 +308,7 @@ class Statements:
                 soft_delete=opts.soft_delete,
                 expected=upserts,
             ):
+                self.views.use(view)
                 new_keys.insert(spark, target, insert, merge_sql.key_range_predicate(ranges), snapshot)
 
         def run() -> None:
@@ -315,7 +317,7 @@ class Statements:
                 if opts.count_changes and checked[0] is not None:
                     counts.inserted += upserts  # no staged key in the table: nothing matched
                 elif opts.count_changes:
-                    query = merge_sql.matched_actions_sql(target, view, keys, null_safe)
+                    query = merge_sql.matched_actions_sql(target, self.views.use(view), keys, null_safe)
                     matched = {r[0]: int(r[1]) for r in spark.sql(query).collect()}
                     counts.updated += matched.get("U", 0)
                     counts.inserted += upserts - matched.get("U", 0)
@@ -406,6 +408,7 @@ class Statements:
         def apply() -> None:
             read = functools.partial(self.views.area.read, stage_name)
             if not file_append.append(spark, target, read, all_columns, props, n):
+                self.views.use(view)
                 spark.sql(statement)
 
         def run() -> None:

@@ -402,3 +402,31 @@ def test_a_location_the_driver_cannot_write_is_left_to_spark(
     assert "the driver cannot create files in" in caplog.text and "BINLOG_CDC_FILE_APPEND=off" in caplog.text
     assert target.split(".", 1)[1] in caplog.text.replace("`", "")
     assert read_table(spark, target, ["id", "vc"]) == src.expected()
+
+
+def test_an_insert_the_driver_writes_makes_no_view(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A staged piece's view is made when a statement first reads it: never for an insert the
+    driver writes, once for a MERGE; none is left after the merger closed."""
+    from airflow_provider_binlog.lake.staging import StagedViews
+
+    made: list[str] = []
+    real = StagedViews.use
+
+    def use(self: StagedViews, view: str) -> str:
+        made.append(view)
+        return real(self, view)
+
+    monkeypatch.setattr(StagedViews, "use", use)
+    columns = [c for c in all_type_columns() if c.cdef.name == "vc"]
+    src = SourceTable("db", "t", columns, random.Random(5))
+    target = f"lake.t{uuid.uuid4().hex[:8]}.t"
+    with ChangeMerger(spark, "dest", {"db.t": target}) as merger:
+        for _ in range(2):
+            batch = [src.insert() for _ in range(5)]
+            merger.merge(batch, _end(batch))
+        assert made == []
+        batch = [e for e in (src.update() for _ in range(3)) if e is not None]
+        merger.merge(batch, _end(batch))
+        assert len(made) == 1
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("binlog_cdc_stage_")]
+    assert read_table(spark, target, ["id", "vc"]) == src.expected()
