@@ -22,8 +22,9 @@ so).
 
 **Exactly once.** The commit carries the same snapshot properties (the piece's mark) and the same
 validation as Spark's overwrite, so :func:`.commits.commit` retries and checks it as it does
-Spark's. A file whose commit failed is deleted, except after ``CommitStateUnknownException``
-(the commit may have landed: the file is then the table's). A file a killed process wrote but
+Spark's. A file whose commit Iceberg refused is deleted; after any other failure of the commit
+(``CommitStateUnknownException``, a lost JVM) it is kept: the commit may have landed, and the file
+is then the table's. A file a killed process wrote but
 never committed is an orphan in the data folder, as a killed Spark write leaves them; no
 snapshot refers to it (Iceberg's ``remove_orphan_files`` removes such files).
 """
@@ -214,7 +215,8 @@ def write_committed(
     what: str,
 ) -> bool:
     """Write ``tables`` as one data file of ``table`` (:func:`write_file`) and ``commit`` its JVM
-    ``DataFile``; a file whose commit raised is discarded (:func:`discard`). ``False`` (nothing
+    ``DataFile``; the file is deleted when the commit was not reached or was refused
+    (:func:`refused`), and kept when the commit's outcome is not known. ``False`` (nothing
     written) when the file could not be created: the table's location is then left to Spark for
     the rest of the process, with a warning.
 
@@ -236,15 +238,19 @@ def write_committed(
             FILE_APPEND_ENV,
         )
         return False
+    committing = False
     try:
         failpoint("file_written")  # the crash tests stop here: a data file no snapshot holds
         if count != expected:
             raise LakeError(
                 f"insert into {what}: {count} staged rows written, {expected} expected; nothing was committed"
             )
-        commit(data_file(spark, table, location))
+        file = data_file(spark, table, location)
+        committing = True
+        commit(file)
     except BaseException as exc:
-        discard(table, location, exc)
+        if not committing or refused(exc):  # else the commit may have landed: the file is the table's
+            discard(table, location)
         raise
     return True
 
@@ -317,16 +323,26 @@ def commit_overwrite(
     op.commit()
 
 
-def discard(table: Any, location: str, exc: BaseException) -> None:
-    """Delete a data file whose commit raised ``exc``, unless the commit's outcome is unknown."""
+REFUSED = (
+    "org.apache.iceberg.exceptions.ValidationException",
+    "org.apache.iceberg.exceptions.CommitFailedException",
+)
+"""Java exceptions (anywhere in the cause chain) that say a commit did not land."""
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a commit, says for sure that it did not land: Iceberg refused it
+    (:data:`REFUSED`) and its outcome is not unknown (``CommitStateUnknownException``). Anything
+    else (a lost JVM connection, an error of another kind) may have come after the commit landed."""
     java = getattr(exc, "java_exception", None)
-    seen = 0
-    while java is not None and seen < 20:
-        if str(java.getClass().getName()) == UNKNOWN_STATE:
-            return
+    names: list[str] = []
+    while java is not None and len(names) < 20:
+        names.append(str(java.getClass().getName()))
         java = java.getCause()
-        seen += 1
-    if UNKNOWN_STATE in str(exc):
-        return
+    return UNKNOWN_STATE not in names and UNKNOWN_STATE not in str(exc) and any(n in REFUSED for n in names)
+
+
+def discard(table: Any, location: str) -> None:
+    """Delete a data file no snapshot holds (best effort: an orphan is harmless)."""
     with contextlib.suppress(Exception):
         table.io().deleteFile(location)

@@ -299,19 +299,27 @@ class _Raised(Exception):
         self.java_exception = java
 
 
-def test_discard_keeps_a_file_whose_commit_may_have_landed() -> None:
-    """Pure: a refused commit's file is deleted; after CommitStateUnknownException it is kept."""
-    refused = _Raised(_JavaError("org.apache.iceberg.exceptions.ValidationException"))
-    unknown = _Raised(
-        _JavaError(
-            "java.lang.RuntimeException",
-            _JavaError("org.apache.iceberg.exceptions.CommitStateUnknownException"),
+def test_only_a_refused_commit_is_known_not_to_have_landed() -> None:
+    """Pure: Iceberg's refusals (anywhere in the cause chain) are; an unknown commit state, another
+    Java error or a Python error (a lost JVM connection) are not: their file is kept."""
+    validation = "org.apache.iceberg.exceptions.ValidationException"
+    unknown = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+    assert file_append.refused(_Raised(_JavaError(validation)))
+    assert file_append.refused(
+        _Raised(
+            _JavaError(
+                "java.lang.RuntimeException",
+                _JavaError("org.apache.iceberg.exceptions.CommitFailedException"),
+            )
         )
     )
-    for exc, deleted in ((refused, ["f1"]), (unknown, []), (ValueError("python"), ["f1"])):
-        table = _Table()
-        file_append.discard(table, "f1", exc)
-        assert table.io().deleted == deleted
+    assert not file_append.refused(_Raised(_JavaError("java.lang.RuntimeException", _JavaError(unknown))))
+    assert not file_append.refused(_Raised(_JavaError(unknown, _JavaError(validation))))
+    assert not file_append.refused(_Raised(_JavaError("java.io.IOException")))
+    assert not file_append.refused(ConnectionError("Answer from Java side is empty"))
+    table = _Table()
+    file_append.discard(table, "f1")
+    assert table.io().deleted == ["f1"]
 
 
 def test_iceberg_types_of_the_staged_arrow_types() -> None:
@@ -430,3 +438,31 @@ def test_an_insert_the_driver_writes_makes_no_view(spark: Any, monkeypatch: pyte
         assert len(made) == 1
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("binlog_cdc_stage_")]
     assert read_table(spark, target, ["id", "vc"]) == src.expected()
+
+
+def test_a_commit_that_fails_after_it_landed_keeps_its_file(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit landed and then the call failed (as when the connection to the JVM breaks): the
+    file is not deleted, and the table reads the committed rows."""
+    from airflow_provider_binlog.lake.types import BIGINT, STRING, LakeColumn
+
+    target, table = _table(spark)
+    spark.sql(f"INSERT INTO {target} VALUES (1, 'a')")
+    table.refresh()
+    snapshot = int(table.currentSnapshot().snapshotId())
+    real = file_append.commit_overwrite
+
+    def landed_then_lost(*args: Any) -> None:
+        real(*args)
+        raise ConnectionError("Answer from Java side is empty")
+
+    monkeypatch.setattr(file_append, "commit_overwrite", landed_then_lost)
+    with pytest.raises(ConnectionError):
+        new_keys.insert_file(
+            spark, target, lambda: _staged([(10, "x", "U"), (20, "z", "U")]),
+            [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
+            {"id": (10, 20)}, snapshot, {}, soft_delete=False, expected=2,
+        )  # fmt: skip
+    spark.catalog.refreshTable(target)
+    assert sorted(tuple(r) for r in spark.table(target).collect()) == [(1, "a"), (10, "x"), (20, "z")]
