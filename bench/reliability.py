@@ -5,8 +5,8 @@ then:
 
 1. crash matrix (:mod:`airflow_provider_binlog.dev.crash`): ``--scenarios`` scenarios of
    ``--kills`` SIGKILLs each, taking turns at the failpoints (drain, before_commit, merge_table,
-   after_commit, ack, after_ack) and a timer (a random moment mid-run), each at a hit its run is
-   certain to make; after each scenario the lake is compared with the source value by value and
+   file_written, after_commit, ack, after_ack) and a timer (a random moment mid-run), each at a
+   hit its run is certain to make; after each scenario the lake is compared with the source value by value and
    the ledger's append-only log must hold every change once;
 2. load (:mod:`airflow_provider_binlog.dev.load`): a writer at ``--rate`` statements/s while
    ``--runs`` operator runs drain back to back; the lag after each run, then lake == source.

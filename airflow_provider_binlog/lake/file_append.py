@@ -202,6 +202,10 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
         with contextlib.suppress(OSError, pa.ArrowException):
             fs.delete_file(path)
         raise
+    finally:
+        # Arrow's allocator keeps what the read-back and the writer freed (about 60 MB of memory
+        # per 100k rows here, with three tables written side by side) until asked to return it
+        pa.default_memory_pool().release_unused()
     return location, count
 
 
