@@ -119,6 +119,20 @@ def filesystem_of(location: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(location)
 
 
+_filesystems: dict[str, pafs.FileSystem | None] = {}
+"""Table location -> the filesystem pyarrow writes it through (``None``: a scheme it does not know).
+Kept for the process: resolving an object store's URI may ask the store (its bucket's region)."""
+
+
+def _filesystem_for(location: str) -> pafs.FileSystem | None:
+    if location not in _filesystems:
+        try:
+            _filesystems[location] = filesystem_of(location)[0]
+        except (pa.ArrowException, OSError, ValueError):
+            _filesystems[location] = None
+    return _filesystems[location]
+
+
 def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.DataType]]) -> Layout | None:
     """How the rows of ``columns`` (staged name, Arrow type) are written into ``table`` (a JVM
     ``org.apache.iceberg.Table``), or ``None`` when Spark must write them (see the module
@@ -150,9 +164,8 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
         fields.append(pa.field(str(field.name()), arrow, nullable=True, metadata=metadata))
     if len(fields) != len(schema.columns()):
         return None
-    try:
-        filesystem, _ = filesystem_of(str(table.location()))
-    except (pa.ArrowException, OSError, ValueError):
+    filesystem = _filesystem_for(str(table.location()))
+    if filesystem is None:
         return None
     return Layout(
         schema=pa.schema(fields),
