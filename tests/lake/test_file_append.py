@@ -1,7 +1,9 @@
-"""Pieces of new keys written as a data file by the driver and committed through Iceberg's API
-(``lake/file_append.py``), against real local Spark + Iceberg: every type reads back as the model
-says and as Spark's own write of the same rows reads, with the same column metrics; the tables
-Spark must write are refused; a commit that fails leaves no file behind."""
+"""Inserts written as a data file by the driver and committed through Iceberg's API
+(``lake/file_append.py``), against real local Spark + Iceberg: pieces of new keys and append-only
+chunks of every type read back as the model says and as Spark's own write of the same rows, with
+the same column metrics; the tables Spark must write are refused; a commit Iceberg refuses leaves
+no file behind, one that may have landed keeps it; a location the driver cannot write is left to
+Spark; the driver's inserts make no temp view."""
 
 from __future__ import annotations
 
