@@ -352,19 +352,25 @@ conflicts_retried = 0
 """Conflicts :func:`commit` retried in this process (for tests and benchmarks)."""
 
 
-def conflict_class(exc: BaseException) -> str | None:
-    """The Iceberg conflict (one of :data:`CONFLICTS`) behind a Spark/py4j error, or ``None``."""
+def java_causes(exc: BaseException, depth: int = 20) -> list[str]:
+    """The Java class names of a Spark/py4j error's cause chain, outermost first (at most
+    ``depth``; empty for an error that holds no JVM exception)."""
     java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
-    seen = 0
-    while java is not None and seen < 20:
+    names: list[str] = []
+    while java is not None and len(names) < depth:
         try:
-            name = str(java.getClass().getName())
+            names.append(str(java.getClass().getName()))
         except Exception:  # not a JVM object after all
             break
-        if name in CONFLICTS:
-            return name
         java = java.getCause()
-        seen += 1
+    return names
+
+
+def conflict_class(exc: BaseException) -> str | None:
+    """The Iceberg conflict (one of :data:`CONFLICTS`) behind a Spark/py4j error, or ``None``."""
+    found = next((name for name in java_causes(exc) if name in CONFLICTS), None)
+    if found is not None:
+        return found
     text = str(exc)
     return next((name for name in CONFLICTS if name in text), None)
 

@@ -44,8 +44,9 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake.commits import load_iceberg_table
+from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.staging import filesystem_of
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -104,19 +105,6 @@ class Layout:
     codec: str
     level: int | None
     filesystem: pafs.FileSystem
-
-
-def filesystem_of(location: str) -> tuple[pafs.FileSystem, str]:
-    """``(filesystem, path)`` pyarrow writes ``location`` (a URI or path Iceberg gave) through.
-
-    :raises pa.ArrowInvalid: a scheme pyarrow does not know (``s3a://``...).
-    """
-    if location.startswith("file:"):
-        path = location[len("file:") :]
-        return pafs.LocalFileSystem(), "/" + path.lstrip("/")
-    if "://" not in location:
-        return pafs.LocalFileSystem(), location
-    return pafs.FileSystem.from_uri(location)
 
 
 _filesystems: dict[str, pafs.FileSystem | None] = {}
@@ -192,7 +180,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     :raises Unwritable: the file could not be created (nothing written).
     """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
-    _, path = filesystem_of(location)
+    path = filesystem_of(location)[1]
     fs = shape.filesystem
     try:
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)  # a new table has no data folder yet
@@ -351,11 +339,7 @@ def refused(exc: BaseException) -> bool:
     """Whether ``exc``, raised by a commit, says for sure that it did not land: Iceberg refused it
     (:data:`REFUSED`) and its outcome is not unknown (``CommitStateUnknownException``). Anything
     else (a lost JVM connection, an error of another kind) may have come after the commit landed."""
-    java = getattr(exc, "java_exception", None)
-    names: list[str] = []
-    while java is not None and len(names) < 20:
-        names.append(str(java.getClass().getName()))
-        java = java.getCause()
+    names = java_causes(exc)
     return UNKNOWN_STATE not in names and UNKNOWN_STATE not in str(exc) and any(n in REFUSED for n in names)
 
 

@@ -147,8 +147,14 @@ def staging_root(spark: SparkSession, catalog: str = "lake") -> str:
     )
 
 
-def _filesystem(root: str) -> tuple[pafs.FileSystem, str, str]:
-    """``(filesystem, path in it, URI prefix Spark reads the path through)`` of a root."""
+def filesystem_of(root: str) -> tuple[pafs.FileSystem, str, str]:
+    """``(filesystem, path in it, URI prefix Spark reads the path through)`` of a path or URI
+    (also ``file:/path``, as Hadoop names local files: Iceberg's locations).
+
+    :raises pa.ArrowInvalid: a scheme pyarrow does not know (``s3a://``...).
+    """
+    if root.startswith("file:") and not root.startswith("file://"):
+        return pafs.LocalFileSystem(), "/" + root[len("file:") :].lstrip("/").rstrip("/"), "file://"
     if "://" in root:
         fs, base = pafs.FileSystem.from_uri(root)
         prefix = root[: len(root) - len(base)] if root.endswith(base) else ""
@@ -167,7 +173,7 @@ def clean_orphans(root: str, destination: str, before: float) -> list[str]:
     """Remove the areas of ``destination`` under ``root`` created before ``before`` (epoch seconds):
     what killed runs left. Call it only while holding the destination (no other live run of it).
     Returns the removed paths; a failed removal is skipped (the next run tries again)."""
-    fs, base, _ = _filesystem(destination_folder(root, destination))
+    fs, base, _ = filesystem_of(destination_folder(root, destination))
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
     except (OSError, pa.ArrowException):
@@ -197,7 +203,7 @@ class StagingArea:
         root = local_root() if root in (None, "", LOCAL) else root
         self.root = root
         folder = destination_folder(root, destination) if destination else root
-        self.fs, base, self._uri_prefix = _filesystem(folder)
+        self.fs, base, self._uri_prefix = filesystem_of(folder)
         self.base = f"{base}/{int(time.time() * 1000):013d}-{uuid.uuid4().hex}"
         self.fs.create_dir(self.base, recursive=True)
 
