@@ -23,7 +23,8 @@ Failpoints in the code: ``drain`` (after a batch was taken from the store), ``be
 later hits leave some batches acked), ``after_ack``; ``snapshot_before_load`` and
 ``snapshot_after_load`` around each snapshot chunk; ``lake_commit`` before each attempt of an
 Iceberg commit (:func:`..lake.commits.commit`); ``file_written`` when the driver has written a
-data file and not committed it yet (:func:`..lake.file_append.write_committed`).
+data file (and for its own MERGE a deletion vector file) and not committed it yet
+(:func:`..lake.file_append.write_committed`, :func:`..lake.position_delta.merge_file`).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ That fixes lower bounds on the hits it makes (:func:`certain_hits`): a batch hol
 ``commit_rows`` row images and a batch adds at most ``BATCH_SIZE`` (every change of an append-only
 target is an image), so ``before_commit``, ``after_commit``, ``after_ack``, the ledger's
 ``merge_table`` and its ``file_written`` (the driver writes the ledger's chunk as a data file,
-:mod:`..lake.file_append`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
+:mod:`..lake.file_append`; the other tables' MERGEs by the driver hit it too,
+:mod:`..lake.position_delta`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
 kill point is the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned
 kill happens; one that does not is an error (the bound, or the drain, changed). The kinds take
 turns in a seeded order (every kind once per ``len(KINDS)`` kills): the seven failpoints (drain,

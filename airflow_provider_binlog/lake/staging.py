@@ -264,10 +264,12 @@ class StagingArea:
                 writer.write_table(schema.empty_table())
         return self.uri(directory), count
 
-    def read(self, name: str, batch_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[pa.Table]:
-        """The rows staged as ``name``, ``batch_rows`` at a time."""
+    def read(
+        self, name: str, batch_rows: int = DEFAULT_CHUNK_ROWS, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.Table]:
+        """The rows staged as ``name``, ``batch_rows`` at a time (of ``columns`` only, if given)."""
         with self.fs.open_input_file(f"{self.base}/{name}/part-0.parquet") as source:
-            for batch in pq.ParquetFile(source).iter_batches(batch_size=batch_rows):
+            for batch in pq.ParquetFile(source).iter_batches(batch_size=batch_rows, columns=columns):
                 yield pa.Table.from_batches([batch])
 
     def remove(self, name: str) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import commits, file_append, merge_sql, new_keys
+from airflow_provider_binlog.lake import commits, file_append, merge_sql, new_keys, position_delta
 from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
@@ -289,19 +289,36 @@ class Statements:
         # an update or delete of a key from before the piece: the table holds a staged key
         fast = bool(ranges) and upserts > 0 and not existing and new_keys.enabled()
 
+        written = [c for c in stage_cols if c.name != ACTION_COLUMN]  # what a driver's data file holds
+        # the driver's own MERGE (.position_delta): one key column compared with =, hard deletes
+        by_driver = len(keys) == 1 and not null_safe and not opts.soft_delete
+
         def untouched() -> int | None:
             return new_keys.untouched_snapshot(spark, target, ranges, columns_filled) if fast else None
 
         def apply(checked: list[int | None]) -> None:
             snapshot = checked.pop() if checked else untouched()  # a retry plans anew
             if snapshot is None:
-                self.views.use(view)
-                spark.sql(statement)
+                if not (
+                    by_driver
+                    and position_delta.merge_file(
+                        spark,
+                        target,
+                        functools.partial(self.views.area.read, stage_name),
+                        written,
+                        keys[0],
+                        ranges,
+                        props,
+                        upserts=upserts,
+                    )
+                ):
+                    self.views.use(view)
+                    spark.sql(statement)
             elif not new_keys.insert_file(
                 spark,
                 target,
                 functools.partial(self.views.area.read, stage_name),
-                [c for c in stage_cols if c.name != ACTION_COLUMN],
+                written,
                 ranges,
                 snapshot,
                 props,

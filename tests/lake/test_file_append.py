@@ -415,8 +415,9 @@ def test_a_location_the_driver_cannot_write_is_left_to_spark(
 
 
 def test_an_insert_the_driver_writes_makes_no_view(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A staged piece's view is made when a statement first reads it: never for an insert the
-    driver writes, once for a MERGE; none is left after the merger closed."""
+    """A staged piece's view is made when a statement first reads it: never for an insert or a
+    MERGE the driver writes, once for Spark's MERGE; none is left after the merger closed."""
+    from airflow_provider_binlog.lake import position_delta
     from airflow_provider_binlog.lake.staging import StagedViews
 
     made: list[str] = []
@@ -435,6 +436,10 @@ def test_an_insert_the_driver_writes_makes_no_view(spark: Any, monkeypatch: pyte
             batch = [src.insert() for _ in range(5)]
             merger.merge(batch, _end(batch))
         assert made == []
+        batch = [e for e in (src.update() for _ in range(3)) if e is not None]
+        merger.merge(batch, _end(batch))
+        assert made == []  # the driver's own MERGE
+        monkeypatch.setenv(position_delta.POSITION_DELTA_ENV, "off")
         batch = [e for e in (src.update() for _ in range(3)) if e is not None]
         merger.merge(batch, _end(batch))
         assert len(made) == 1

@@ -1,0 +1,366 @@
+"""A piece merged by the driver: its upserts as one data file, the rows they replace or delete
+marked in deletion vectors, committed as one Iceberg row delta. No Spark job.
+
+A merge-on-read ``MERGE INTO`` of a format-version 3 table writes exactly that: the matched rows'
+positions into each data file's deletion vector (the file's previous vector included) and the
+upserted rows into new data files, committed by ``RowDelta``. Spark pays a job for it (about a
+JVM CPU-second per table and chunk, and seconds for a cold JVM's first one); the driver reads only
+the key column of the data files the piece's key range can touch and writes the same files.
+
+**What it matches.** A staged key matches the live rows (not in the file's deletion vector) whose
+key column equals it (``=``: a NULL key never matches): the MERGE's ``ON`` condition. A staged
+``D`` deletes the matched rows; a staged ``U`` deletes them and its image is appended: the
+MERGE's update of every column and its insert. The file holds the staged columns the table has,
+so only tables whose columns are exactly those take this path (:func:`.file_append.layout`).
+
+**Exactly as the MERGE commits.** The row delta carries the checks Spark's position delta makes
+for a MERGE under serializable isolation, from the snapshot planned (``S``): the data files it
+marks must still exist, no data or delete file within the piece's key range may have been
+committed after ``S`` (``conflictDetectionFilter``), and the deletion vectors it replaces must
+still be the files' current ones. Iceberg refuses the commit otherwise and
+:func:`.commits.commit` runs the piece again, which plans anew. The mark rides in the snapshot's
+summary as for the MERGE. A file whose commit Iceberg refused is deleted; after any other failure
+both files are kept (the commit may have landed: :func:`.file_append.refused`).
+
+**When.** The table is format-version 3 or later and merges merge-on-read (``write.merge.mode``),
+its files are Parquet with the key column's field id, every delete in the plan is a deletion
+vector, the key is one column and not NULL-safe, deletes are not soft, and the data file can be
+written as Spark would write it (:func:`.file_append.layout`). Anything else, and a table in which
+a staged key matches more than one live row (the MERGE updates each of them; this path would keep
+one), is merged by Spark. ``$BINLOG_CDC_POSITION_DELTA=off`` always merges through Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from airflow_provider_binlog.faults import failpoint
+from airflow_provider_binlog.lake import commits, file_append
+from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.new_keys import range_filter
+from airflow_provider_binlog.lake.options import ACTION_COLUMN
+from airflow_provider_binlog.lake.staging import filesystem_of
+from airflow_provider_binlog.lake.types import LakeColumn
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+POSITION_DELTA_ENV = "BINLOG_CDC_POSITION_DELTA"
+"""``off``: every MERGE through Spark (:func:`enabled`)."""
+DV_MAGIC = bytes.fromhex("d1d33964")
+DV_BLOB = "deletion-vector-v1"
+CREATED_BY = "airflow-provider-binlog"
+
+
+def enabled() -> bool:
+    return os.environ.get(POSITION_DELTA_ENV, "").lower() not in ("off", "0", "false")
+
+
+# ---- deletion vectors ---------------------------------------------------------------------------
+
+
+def parse_dv(blob: bytes, where: str) -> BitMap64:
+    """The positions of a ``deletion-vector-v1`` blob: a big-endian length, the magic, a portable
+    64-bit Roaring bitmap and a big-endian CRC-32 of magic and bitmap (Iceberg's Puffin spec).
+
+    :param where: the blob's file and offset, for the message.
+    :raises LakeError: the blob is not one (length, magic or checksum).
+    """
+    if len(blob) < 12:
+        raise LakeError(f"deletion vector at {where}: {len(blob)} bytes, too short")
+    (length,) = struct.unpack(">I", blob[:4])
+    body = blob[4 : 4 + length]
+    if length + 8 != len(blob) or body[:4] != DV_MAGIC:
+        raise LakeError(f"deletion vector at {where}: not a {DV_BLOB} blob (length or magic)")
+    (crc,) = struct.unpack(">I", blob[4 + length :])
+    if crc != zlib.crc32(body):
+        raise LakeError(f"deletion vector at {where}: checksum mismatch")
+    return BitMap64.deserialize(body[4:])
+
+
+def dv_blob(positions: BitMap64) -> bytes:
+    """``positions`` as a ``deletion-vector-v1`` blob (see :func:`parse_dv`)."""
+    positions.run_optimize()
+    body = DV_MAGIC + positions.serialize()
+    return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def read_dv(delete_file: Any) -> BitMap64:
+    """The positions of a JVM ``DeleteFile`` that is a deletion vector."""
+    location = str(delete_file.location())
+    offset, size = int(delete_file.contentOffset()), int(delete_file.contentSizeInBytes())
+    fs, path, _ = filesystem_of(location)
+    with fs.open_input_file(path) as source:
+        source.seek(offset)
+        blob = source.read(size)
+    return parse_dv(blob, f"{location}@{offset}")
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Marked:
+    """One data file the piece deletes rows of.
+
+    :param location: the data file.
+    :param previous: its current deletion vectors (JVM ``DeleteFile``s; at most one in a v3 table).
+    :param positions: its deleted positions after the commit (the previous ones included).
+    """
+
+    location: str
+    previous: list[Any]
+    positions: BitMap64
+
+
+def is_dv(delete_file: Any) -> bool:
+    return (
+        str(delete_file.content()) == "POSITION_DELETES"
+        and str(delete_file.format()) == "PUFFIN"
+        and delete_file.referencedDataFile() is not None
+    )
+
+
+def key_column_of(schema: pa.Schema, field_id: int) -> str | None:
+    """The name of the top-level column of a data file's ``schema`` with Iceberg field id
+    ``field_id`` (a renamed column keeps its id, not its name)."""
+    wanted = str(field_id).encode()
+    for field in schema:
+        if (field.metadata or {}).get(file_append.FIELD_ID) == wanted:
+            return field.name
+    return None
+
+
+def _matches(location: str, field_id: int, keys: pa.Array) -> tuple[pa.Array, pa.Array] | None:
+    """``(positions, their keys)`` of the rows of data file ``location`` whose key column is among
+    ``keys``; ``None`` when the file has no column of that field id or its type does not cast."""
+    fs, path, _ = filesystem_of(location)
+    with fs.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        name = key_column_of(parquet.schema_arrow, field_id)
+        if name is None:
+            return None
+        column = parquet.read(columns=[name]).column(0)
+    try:
+        column = column.cast(keys.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    mask = pc.is_in(column, value_set=keys, skip_nulls=True)
+    positions = pc.indices_nonzero(mask)
+    return positions, pc.take(column, positions).combine_chunks()
+
+
+def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array) -> list[Marked] | None:
+    """The data files of ``snapshot_id`` within ``row_filter`` with live rows whose key is among
+    ``keys``, each with its deleted positions after the merge; ``None`` when Spark must merge
+    (see the module docstring)."""
+    tasks = table.newScan().useSnapshot(snapshot_id).filter(row_filter).planFiles()
+    found: list[tuple[str, list[Any]]] = []
+    try:
+        it = tasks.iterator()
+        while it.hasNext():
+            task = it.next()
+            data = task.file()
+            if str(data.format()) != "PARQUET":
+                return None
+            deletes = list(task.deletes())
+            if not all(is_dv(d) for d in deletes):
+                return None
+            found.append((str(data.location()), deletes))
+    finally:
+        tasks.close()
+    marked: list[Marked] = []
+    matched_keys: list[pa.Array] = []
+    for location, deletes in found:
+        hits = _matches(location, field_id, keys)
+        if hits is None:
+            return None
+        positions, hit_keys = hits
+        if len(positions) == 0:
+            continue
+        previous = BitMap64()
+        for d in deletes:
+            previous |= read_dv(d)
+        live = [i for i, p in enumerate(positions.to_pylist()) if p not in previous]
+        if not live:
+            continue
+        live_positions = pc.take(positions, pa.array(live, pa.int64())).to_pylist()
+        matched_keys.append(pc.take(hit_keys, pa.array(live, pa.int64())))
+        marked.append(Marked(location, deletes, previous | BitMap64(live_positions)))
+    if matched_keys:
+        hit = pa.chunked_array(matched_keys, type=keys.type)
+        if pc.count_distinct(hit).as_py() != len(hit):
+            return None  # a key held twice: the MERGE updates each row, this would keep one
+    return marked
+
+
+# ---- the files and the commit -------------------------------------------------------------------
+
+
+def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> tuple[str, list[Any]]:
+    """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location;
+    return ``(its location, the JVM DeleteFile of each, in order)``."""
+    jvm: Any = spark._jvm
+    iceberg = jvm.org.apache.iceberg
+    location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}-deletes.puffin"))
+    writer = iceberg.puffin.Puffin.write(table.io().newOutputFile(location)).createdBy(CREATED_BY).build()
+    try:
+        fields = jvm.java.util.ArrayList()
+        fields.add(iceberg.MetadataColumns.ROW_POSITION.fieldId())
+        for m in marked:
+            props = jvm.java.util.HashMap()
+            props.put("referenced-data-file", m.location)
+            props.put("cardinality", str(len(m.positions)))
+            blob = jvm.java.nio.ByteBuffer.wrap(dv_blob(m.positions))
+            writer.write(iceberg.puffin.Blob(DV_BLOB, fields, -1, -1, blob, None, props))
+        writer.finish()
+        blobs = writer.writtenBlobsMetadata()
+        size = int(writer.fileSize())
+    finally:
+        writer.close()
+    files = []
+    for i, m in enumerate(marked):
+        meta = blobs.get(i)
+        files.append(
+            iceberg.FileMetadata.deleteFileBuilder(table.spec())
+            .ofPositionDeletes()
+            .withFormat(iceberg.FileFormat.PUFFIN)
+            .withPath(location)
+            .withFileSizeInBytes(size)
+            .withReferencedDataFile(m.location)
+            .withContentOffset(meta.offset())
+            .withContentSizeInBytes(meta.length())
+            .withRecordCount(len(m.positions))
+            .build()
+        )
+    return location, files
+
+
+def commit_delta(
+    spark: SparkSession,
+    table: Any,
+    data: Any | None,
+    vectors: Sequence[Any],
+    marked: Sequence[Marked],
+    row_filter: Any,
+    snapshot_id: int,
+    properties: Mapping[str, str],
+) -> None:
+    """Commit the piece's row delta with the validation of Spark's MERGE (module docstring)."""
+    jvm: Any = spark._jvm
+    op = table.newRowDelta()
+    if data is not None:
+        op = op.addRows(data)
+    referenced = jvm.java.util.ArrayList()
+    for vector, m in zip(vectors, marked, strict=True):
+        op = op.addDeletes(vector)
+        for old in m.previous:
+            op = op.removeDeletes(old)
+        referenced.add(m.location)
+    op = (
+        op.conflictDetectionFilter(row_filter)
+        .validateDataFilesExist(referenced)
+        .validateFromSnapshot(snapshot_id)
+        .validateDeletedFiles()
+        .validateNoConflictingDeleteFiles()
+        .validateNoConflictingDataFiles()
+    )
+    for key, value in properties.items():
+        op = op.set(key, value)
+    op.commit()
+
+
+def applicable(table: Any, spark: SparkSession) -> bool:
+    """Format-version 3 or later, merged merge-on-read."""
+    jvm: Any = spark._jvm
+    props = table.properties()
+    if str(props.getOrDefault("write.merge.mode", "copy-on-write")).lower() != "merge-on-read":
+        return False
+    return int(jvm.org.apache.iceberg.TableUtil.formatVersion(table)) >= 3
+
+
+def merge_file(
+    spark: SparkSession,
+    target: str,
+    staged: Callable[..., Iterable[pa.Table]],
+    columns: Sequence[LakeColumn],
+    key: str,
+    ranges: Mapping[str, tuple[int, int]],
+    properties: Mapping[str, str],
+    *,
+    upserts: int,
+) -> bool:
+    """Merge the staged piece into ``target`` by the driver (module docstring); ``False``
+    (nothing written) when Spark must merge it.
+
+    :param staged: opens the staged piece (tables of ``columns`` and the action column; with
+        ``columns=[...]`` of those columns only).
+    :param columns: the staged columns the table's columns are filled from (not the action).
+    :param key: the key column (a staged column).
+    :param ranges: the piece's integer key ranges (:func:`.statements.key_ranges`), may be empty.
+    :param upserts: the piece's staged upserts: the data file must hold that many rows.
+    :raises LakeError: the data file holds another count of rows (nothing committed).
+    """
+    if not enabled():
+        return False
+    table = commits.load_iceberg_table(spark, target)
+    if table is None or table.currentSnapshot() is None or not applicable(table, spark):
+        return False
+    shape = file_append.layout(spark, table, [(c.name, c.type.arrow) for c in columns])
+    field = table.schema().caseInsensitiveFindField(key)
+    if shape is None or field is None:
+        return False
+    jvm: Any = spark._jvm
+    row_filter = range_filter(spark, table.schema(), ranges) if ranges else None
+    if row_filter is None:
+        row_filter = jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
+    keys = pa.chunked_array([part.column(0) for part in staged(columns=[key])]).combine_chunks()
+    snapshot_id = int(table.currentSnapshot().snapshotId())  # as the MERGE plans: no refresh
+    marked = plan(table, snapshot_id, row_filter, int(field.fieldId()), keys)
+    if marked is None or (not marked and upserts == 0):
+        return False  # Spark merges it (or commits the piece's mark when it changes nothing)
+
+    def rows() -> Iterable[pa.Table]:
+        for part in staged():
+            yield part.filter(pc.equal(part.column(ACTION_COLUMN), "U"))
+
+    written: list[str] = []
+    committing = False
+    try:
+        data = None
+        if upserts:
+            try:
+                location, count = file_append.write_file(table, shape, rows())
+            except file_append.Unwritable:
+                return False
+            written.append(location)
+            if count != upserts:
+                raise LakeError(
+                    f"merge into {target}: {count} staged upserts written, {upserts} expected; "
+                    "nothing was committed"
+                )
+            data = file_append.data_file(spark, table, location)
+        vectors: list[Any] = []
+        if marked:
+            puffin, vectors = write_vectors(spark, table, marked)
+            written.append(puffin)
+        failpoint("file_written")  # the crash tests stop here: files no snapshot holds
+        committing = True
+        commit_delta(spark, table, data, vectors, marked, row_filter, snapshot_id, properties)
+    except BaseException as exc:
+        if not committing or file_append.refused(exc):
+            for location in written:
+                file_append.discard(table, location)
+        raise
+    return True

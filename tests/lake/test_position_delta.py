@@ -1,0 +1,239 @@
+"""The driver's own MERGE (``lake/position_delta.py``) against real local Spark + Iceberg: random
+chunks of inserts, updates, key changes and deletes leave the table, counts and marks Spark's
+MERGE leaves, value for value; deletion vectors read back as Spark wrote them and Spark reads the
+driver's; a writer within the range after the plan makes the commit conflict and the retry
+merge it again; a commit Iceberg refuses leaves no file; the tables Spark must merge are left to
+it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyroaring import BitMap64
+
+from airflow_provider_binlog.canal.change import Entry, Op
+from airflow_provider_binlog.lake import commits, new_keys, position_delta
+from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.merge import TargetOptions, merge_batch
+
+from .test_merge import _end, _row, _simple_table
+
+pytestmark = pytest.mark.spark
+
+
+def _target() -> str:
+    return f"lake.p{uuid.uuid4().hex[:8]}.t"
+
+
+@pytest.fixture
+def deltas(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The targets the driver committed a row delta to (the real function runs)."""
+    done: list[str] = []
+    real = position_delta.commit_delta
+
+    def spy(spark: Any, table: Any, *args: Any) -> None:
+        real(spark, table, *args)
+        done.append(str(table.name()))
+
+    monkeypatch.setattr(position_delta, "commit_delta", spy)
+    monkeypatch.setenv(commits.RETRY_ENV, "attempts=3,wait=0,max_wait=0")
+    return done
+
+
+def _contents(spark: Any, target: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in spark.table(target).collect())
+
+
+def _random_chunks(seed: int, chunks: int = 6, size: int = 300) -> list[list[Entry]]:
+    """Random chunks over keys 1..400: inserts of absent keys, updates (some change the key),
+    deletes, several changes of one key in a chunk; the source as a dict decides what is valid."""
+    rng = random.Random(seed)
+    schema = _simple_table()
+    source: dict[int, str] = {}
+    out, n = [], 0
+    for _ in range(chunks):
+        batch: list[Entry] = []
+        for _ in range(size):
+            n += 1
+            key = rng.randint(1, 400)
+            if key not in source:
+                source[key] = f"i{n}"
+                batch.append(_row(schema, Op.INSERT, n, None, {"id": key, "v": source[key]}))
+            elif rng.random() < 0.3:
+                batch.append(_row(schema, Op.DELETE, n, {"id": key, "v": source.pop(key)}, None))
+            else:
+                new = key
+                if rng.random() < 0.1:  # a key change to an absent key
+                    new = rng.randint(401, 600)
+                    if new in source:
+                        new = key
+                before = {"id": key, "v": source.pop(key)}
+                source[new] = f"u{n}"
+                batch.append(_row(schema, Op.UPDATE, n, before, {"id": new, "v": source[new]}))
+        out.append(batch)
+    return out
+
+
+@pytest.mark.parametrize(
+    "options",
+    [TargetOptions(), TargetOptions(metadata_columns=True, count_changes=True)],
+    ids=["default", "meta-counted"],
+)
+@pytest.mark.parametrize("seed", [3, 11])
+def test_random_chunks_leave_the_table_sparks_merge_leaves(
+    spark: Any, deltas: list[str], monkeypatch: pytest.MonkeyPatch, options: TargetOptions, seed: int
+) -> None:
+    chunks = _random_chunks(seed)
+    by_driver, by_spark = _target(), _target()
+    results: dict[str, list[Any]] = {by_driver: [], by_spark: []}
+    for target, env in ((by_spark, "off"), (by_driver, "on")):
+        monkeypatch.setenv(position_delta.POSITION_DELTA_ENV, env)
+        for batch in chunks:
+            counts = merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch), options)
+            results[target].append(counts[target].as_dict())
+    # the first chunk makes the table (an insert); every later one is a MERGE, all by the driver
+    assert len(deltas) == len(chunks) - 1
+    assert results[by_driver] == results[by_spark]
+    assert _contents(spark, by_driver) == _contents(spark, by_spark)
+    model: dict[int, str] = {}
+    for batch in chunks:
+        for e in batch:
+            if e.before:
+                model.pop(e.before["id"], None)
+            if e.after:
+                model[e.after["id"]] = e.after["v"]
+    assert {r[0]: r[1] for r in _contents(spark, by_driver)} == model
+    mark, other = commits.read_mark(spark, by_driver, "dest"), commits.read_mark(spark, by_spark, "dest")
+    assert mark is not None and other is not None
+    assert dataclasses.replace(other, snapshot_id=mark.snapshot_id) == mark
+    # the driver's deletion vectors replace the files' earlier ones: one live vector per file
+    files = spark.sql(f"SELECT referenced_data_file FROM {by_driver}.delete_files").collect()
+    assert len(files) == len({r[0] for r in files}) > 0
+
+
+def test_deletion_vectors_read_as_spark_wrote_them(spark: Any) -> None:
+    target = _target()
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {target.rsplit('.', 1)[0]}")
+    spark.sql(
+        f"CREATE TABLE {target} (id bigint, v string) USING iceberg TBLPROPERTIES ('format-version' = '3', "
+        "'write.delete.mode' = 'merge-on-read')"
+    )
+    spark.sql(f"INSERT INTO {target} SELECT id, CAST(id AS STRING) FROM range(0, 700)")
+    spark.sql(f"DELETE FROM {target} WHERE id % 7 = 3")
+    table = commits.load_iceberg_table(spark, target)
+    tasks = table.newScan().planFiles()
+    found = 0
+    it = tasks.iterator()
+    while it.hasNext():
+        task = it.next()
+        (dv,) = list(task.deletes())
+        assert position_delta.is_dv(dv)
+        positions = position_delta.read_dv(dv)
+        assert len(positions) == int(dv.recordCount()) > 0
+        ids = spark.read.parquet(str(task.file().location())).select("id").collect()
+        assert sorted(positions) == [i for i, r in enumerate(ids) if r[0] % 7 == 3]
+        found += 1
+    tasks.close()
+    assert found >= 1
+
+
+def test_a_blob_that_is_not_a_deletion_vector_is_refused() -> None:
+    good = position_delta.dv_blob(BitMap64([0, 5, 1 << 33]))
+    assert list(position_delta.parse_dv(good, "f@4")) == [0, 5, 1 << 33]
+    bad_crc = good[:-1] + bytes([good[-1] ^ 1])
+    bad_magic = good[:4] + b"\0" + good[5:]
+    framing = "length or magic"
+    cases = ((bad_crc, "checksum"), (bad_magic, framing), (good[:-3], framing), (b"", "short"))
+    for blob, what in cases:
+        with pytest.raises(LakeError, match=rf"deletion vector at f@4: .*{what}"):
+            position_delta.parse_dv(blob, "f@4")
+
+
+def test_a_writer_within_the_range_after_the_plan_makes_the_delta_conflict(
+    spark: Any, deltas: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer updates key 5 after the driver planned the piece: the row delta is refused
+    (the row's file changed after the planned snapshot), its files are deleted, and the retry
+    plans anew; the staged row is what the table holds for key 5."""
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 11)]
+    merge_batch(spark, "dest", tables, first, _end(first))
+    real, planned = position_delta.plan, []
+
+    def plan_then_write(*args: Any) -> Any:
+        found = real(*args)
+        if not planned:  # from another thread: not with this commit's properties (thread-local)
+            update = f"UPDATE {target} SET v = 'other' WHERE id = 5"
+            other = threading.Thread(target=spark.sql, args=(update,))
+            other.start()
+            other.join()
+        planned.append(found)
+        return found
+
+    monkeypatch.setattr(position_delta, "plan", plan_then_write)
+    second = [
+        _row(schema, Op.UPDATE, 20, {"id": 5, "v": "x5"}, {"id": 5, "v": "mine"}),
+        _row(schema, Op.DELETE, 21, {"id": 6, "v": "x6"}, None),
+    ]
+    merge_batch(spark, "dest", tables, second, _end(second))
+    assert len(planned) == 2 and len(deltas) == 1  # refused once, then committed
+    rows = dict(tuple(r) for r in spark.table(target).collect())
+    assert rows[5] == "mine" and 6 not in rows and len(rows) == 9
+    table = commits.load_iceberg_table(spark, target)
+    data = table.location().replace("file:", "") + "/data"
+    referenced = {
+        r[0].replace("file:", "")
+        for q in ("data_files", "delete_files")
+        for r in spark.sql(f"SELECT file_path FROM {target}.all_{q}").collect()
+    }
+    orphans = [f for f in os.listdir(data) if f.startswith("binlog-cdc-") and f"{data}/{f}" not in referenced]
+    assert orphans == []
+
+
+def test_a_key_the_table_holds_twice_is_left_to_spark(spark: Any, deltas: list[str]) -> None:
+    """The MERGE updates both rows of a key the table holds twice; the driver would keep one."""
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 4)]
+    merge_batch(spark, "dest", tables, first, _end(first))
+    spark.sql(f"INSERT INTO {target} VALUES (2, 'twin')")
+    second = [_row(schema, Op.UPDATE, 10, {"id": 2, "v": "x2"}, {"id": 2, "v": "new"})]
+    merge_batch(spark, "dest", tables, second, _end(second))
+    assert deltas == []
+    rows = sorted(tuple(r) for r in spark.table(target).collect())
+    assert rows == [(1, "x1"), (2, "new"), (2, "new"), (3, "x3")]
+
+
+@pytest.mark.parametrize("kind", ["copy-on-write", "soft-delete", "composite-key"])
+def test_tables_spark_must_merge_are_left_to_it(spark: Any, deltas: list[str], kind: str) -> None:
+    schema = _simple_table() if kind != "composite-key" else _simple_table(pk=("id", "v"))
+    options = {
+        "copy-on-write": TargetOptions(write_mode="copy-on-write"),
+        "soft-delete": TargetOptions(soft_delete=True),
+        "composite-key": TargetOptions(),
+    }[kind]
+    target = _target()
+    tables = {"db.t": target}
+    first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 6)]
+    merge_batch(spark, "dest", tables, first, _end(first), options)
+    second = [_row(schema, Op.DELETE, 10, {"id": 3, "v": "x3"}, None)]
+    merge_batch(spark, "dest", tables, second, _end(second), options)
+    assert deltas == []
+    rows = {r[0] for r in spark.table(target).collect() if len(r) == 2 or r[2] is not True}
+    assert rows == {1, 2, 4, 5}
+
+
+@pytest.fixture(autouse=True)
+def _new_keys_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(new_keys.NEW_KEYS_ENV, "on")
+    yield
