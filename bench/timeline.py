@@ -48,6 +48,10 @@ STEPS = (
     ("airflow_provider_binlog.lake.file_append", "write_file"),
     ("airflow_provider_binlog.lake.file_append", "data_file"),
     ("airflow_provider_binlog.lake.file_append", "commit_overwrite"),
+    ("airflow_provider_binlog.lake.position_delta", "merge_file"),
+    ("airflow_provider_binlog.lake.position_delta", "plan"),
+    ("airflow_provider_binlog.lake.position_delta", "write_vectors"),
+    ("airflow_provider_binlog.lake.position_delta", "commit_delta"),
     ("airflow_provider_binlog.lake.shard_writers", "check_merger"),
 )
 

@@ -124,6 +124,12 @@ class Marked:
     positions: BitMap64
 
 
+def java_list(items: Any) -> list[Any]:
+    """The items of a JVM ``List`` by index: iterating one over py4j ends in a Java exception that
+    PySpark converts (a dozen calls to the JVM per list)."""
+    return [items.get(i) for i in range(int(items.size()))]
+
+
 def is_dv(delete_file: Any) -> bool:
     return (
         str(delete_file.content()) == "POSITION_DELETES"
@@ -174,7 +180,7 @@ def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.
             data = task.file()
             if str(data.format()) != "PARQUET":
                 return None
-            deletes = list(task.deletes())
+            deletes = java_list(task.deletes())
             if not all(is_dv(d) for d in deletes):
                 return None
             found.append((str(data.location()), deletes))
