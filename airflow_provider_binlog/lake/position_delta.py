@@ -13,6 +13,11 @@ key column equals it (``=``: a NULL key never matches): the MERGE's ``ON`` condi
 MERGE's update of every column and its insert. The file holds the staged columns the table has,
 so only tables whose columns are exactly those take this path (:func:`.file_append.layout`).
 
+**Row lineage** (format-version 3): a row an update moves into the new file keeps its ``_row_id``
+(the id the old file stored, else its first row id plus the row's position) and gets a NULL
+``_last_updated_sequence_number`` (the commit's), an inserted row NULL in both (a new id), as
+Spark's MERGE writes them.
+
 **Exactly as the MERGE commits.** The row delta carries the checks Spark's position delta makes
 for a MERGE under serializable isolation, from the snapshot planned (``S``): the data files it
 marks must still exist, no data or delete file within the piece's key range may have been
@@ -32,6 +37,7 @@ one), is merged by Spark. ``$BINLOG_CDC_POSITION_DELTA=off`` always merges throu
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import uuid
@@ -148,31 +154,64 @@ def key_column_of(schema: pa.Schema, field_id: int) -> str | None:
     return None
 
 
-def _matches(location: str, field_id: int, keys: pa.Array) -> tuple[pa.Array, pa.Array] | None:
-    """``(positions, their keys)`` of the rows of data file ``location`` whose key column is among
-    ``keys``; ``None`` when the file has no column of that field id or its type does not cast."""
+ROW_ID = 2147483540
+"""Field id of ``_row_id`` (``MetadataColumns.ROW_ID``): a row's lineage id, written for a row an
+update moves into a new file (NULL: assigned from the file's first row id and the row's position)."""
+LAST_UPDATED = 2147483539
+"""Field id of ``_last_updated_sequence_number``: written NULL (the new file's sequence number)."""
+_ROW_ID_SOURCE, _LAST_UPDATED_SOURCE = "\0row_id", "\0last_updated"  # no MySQL identifier holds NUL
+
+
+@dataclass(slots=True)
+class Matched:
+    """What a piece's keys match in a table: the data files whose rows it deletes, and the staged
+    keys the table holds, each with its row's lineage id (in the same order)."""
+
+    marked: list[Marked]
+    keys: pa.Array
+    row_ids: pa.Array
+
+
+def _column(parquet: pq.ParquetFile, field_id: int) -> pa.ChunkedArray | None:
+    name = key_column_of(parquet.schema_arrow, field_id)
+    return None if name is None else parquet.read(columns=[name]).column(0)
+
+
+def _matches(
+    location: str, field_id: int, keys: pa.Array, first_row_id: int | None
+) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """``(positions, their keys, their row ids)`` of the rows of data file ``location`` whose key
+    column is among ``keys``; ``None`` when the file has no column of that field id, its type does
+    not cast, or a row id is not known (no first row id)."""
     fs, path, _ = filesystem_of(location)
     with fs.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
-        name = key_column_of(parquet.schema_arrow, field_id)
-        if name is None:
-            return None
-        column = parquet.read(columns=[name]).column(0)
+        column = _column(parquet, field_id)
+        stored = _column(parquet, ROW_ID)
+    if column is None:
+        return None
     try:
         column = column.cast(keys.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    mask = pc.is_in(column, value_set=keys, skip_nulls=True)
-    positions = pc.indices_nonzero(mask)
-    return positions, pc.take(column, positions).combine_chunks()
+    positions = pc.indices_nonzero(pc.is_in(column, value_set=keys, skip_nulls=True)).cast(pa.int64())
+    inherited = None if first_row_id is None else pc.add(positions, first_row_id)
+    row_ids = inherited
+    if stored is not None:
+        row_ids = pc.take(stored, positions).combine_chunks()
+        if inherited is not None:
+            row_ids = pc.coalesce(row_ids, inherited)
+    if row_ids is None or row_ids.null_count:
+        return None
+    return positions, pc.take(column, positions).combine_chunks(), row_ids
 
 
-def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array) -> list[Marked] | None:
+def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array) -> Matched | None:
     """The data files of ``snapshot_id`` within ``row_filter`` with live rows whose key is among
-    ``keys``, each with its deleted positions after the merge; ``None`` when Spark must merge
-    (see the module docstring)."""
+    ``keys``, each with its deleted positions after the merge, and those rows' keys and row ids;
+    ``None`` when Spark must merge (see the module docstring)."""
     tasks = table.newScan().useSnapshot(snapshot_id).filter(row_filter).planFiles()
-    found: list[tuple[str, list[Any]]] = []
+    found: list[tuple[str, int | None, list[Any]]] = []
     try:
         it = tasks.iterator()
         while it.hasNext():
@@ -183,32 +222,63 @@ def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.
             deletes = java_list(task.deletes())
             if not all(is_dv(d) for d in deletes):
                 return None
-            found.append((str(data.location()), deletes))
+            first = data.firstRowId()
+            found.append((str(data.location()), None if first is None else int(first), deletes))
     finally:
         tasks.close()
     marked: list[Marked] = []
     matched_keys: list[pa.Array] = []
-    for location, deletes in found:
-        hits = _matches(location, field_id, keys)
+    matched_ids: list[pa.Array] = []
+    for location, first_row_id, deletes in found:
+        hits = _matches(location, field_id, keys, first_row_id)
         if hits is None:
             return None
-        positions, hit_keys = hits
+        positions, hit_keys, row_ids = hits
         if len(positions) == 0:
             continue
         previous = BitMap64()
         for d in deletes:
             previous |= read_dv(d)
-        live = [i for i, p in enumerate(positions.to_pylist()) if p not in previous]
-        if not live:
+        if len(previous):
+            live = pc.invert(pc.is_in(positions, value_set=pa.array(previous.to_array(), pa.int64())))
+            positions, hit_keys, row_ids = (pc.filter(a, live) for a in (positions, hit_keys, row_ids))
+        if len(positions) == 0:
             continue
-        live_positions = pc.take(positions, pa.array(live, pa.int64())).to_pylist()
-        matched_keys.append(pc.take(hit_keys, pa.array(live, pa.int64())))
-        marked.append(Marked(location, deletes, previous | BitMap64(live_positions)))
-    if matched_keys:
-        hit = pa.chunked_array(matched_keys, type=keys.type)
-        if pc.count_distinct(hit).as_py() != len(hit):
-            return None  # a key held twice: the MERGE updates each row, this would keep one
-    return marked
+        matched_keys.append(hit_keys)
+        matched_ids.append(row_ids)
+        marked.append(Marked(location, deletes, previous | BitMap64(positions.to_pylist())))
+    hit = pa.chunked_array(matched_keys, type=keys.type).combine_chunks()
+    if pc.count_distinct(hit).as_py() != len(hit):
+        return None  # a key held twice: the MERGE updates each row, this would keep one
+    return Matched(marked, hit, pa.chunked_array(matched_ids, type=pa.int64()).combine_chunks())
+
+
+def with_lineage(shape: file_append.Layout) -> file_append.Layout:
+    """``shape`` with the two row lineage columns Spark's MERGE writes after the table's."""
+    lineage = [
+        pa.field("_row_id", pa.int64(), metadata={file_append.FIELD_ID: str(ROW_ID).encode()}),
+        pa.field(
+            "_last_updated_sequence_number",
+            pa.int64(),
+            metadata={file_append.FIELD_ID: str(LAST_UPDATED).encode()},
+        ),
+    ]
+    return dataclasses.replace(
+        shape,
+        schema=pa.schema([*shape.schema, *lineage]),
+        sources=(*shape.sources, _ROW_ID_SOURCE, _LAST_UPDATED_SOURCE),
+    )
+
+
+def upserts_with_lineage(part: pa.Table, key: str, matched: Matched) -> pa.Table:
+    """The ``U`` rows of a staged ``part``, each with its key's row id where the table holds the
+    key (an update keeps its row's lineage id) and NULL elsewhere (an insert: a new id), and a
+    NULL last-updated sequence number (the commit's)."""
+    part = part.filter(pc.equal(part.column(ACTION_COLUMN), "U"))
+    at = pc.index_in(part.column(key), value_set=matched.keys, skip_nulls=True)
+    row_ids = pc.take(matched.row_ids, at)
+    part = part.append_column(_ROW_ID_SOURCE, row_ids)
+    return part.append_column(_LAST_UPDATED_SOURCE, pa.nulls(part.num_rows, pa.int64()))
 
 
 # ---- the files and the commit -------------------------------------------------------------------
@@ -332,14 +402,17 @@ def merge_file(
     if row_filter is None:
         row_filter = jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
     keys = pa.chunked_array([part.column(0) for part in staged(columns=[key])]).combine_chunks()
+    if pa.types.is_floating(keys.type):
+        return False  # Spark's = holds NaN = NaN and -0.0 = 0.0; a hash lookup may not
     snapshot_id = int(table.currentSnapshot().snapshotId())  # as the MERGE plans: no refresh
-    marked = plan(table, snapshot_id, row_filter, int(field.fieldId()), keys)
-    if marked is None or (not marked and upserts == 0):
+    matched = plan(table, snapshot_id, row_filter, int(field.fieldId()), keys)
+    if matched is None or (not matched.marked and upserts == 0):
         return False  # Spark merges it (or commits the piece's mark when it changes nothing)
+    marked = matched.marked
 
     def rows() -> Iterable[pa.Table]:
         for part in staged():
-            yield part.filter(pc.equal(part.column(ACTION_COLUMN), "U"))
+            yield upserts_with_lineage(part, key, matched)
 
     written: list[str] = []
     committing = False
@@ -347,7 +420,7 @@ def merge_file(
         data = None
         if upserts:
             try:
-                location, count = file_append.write_file(table, shape, rows())
+                location, count = file_append.write_file(table, with_lineage(shape), rows())
             except file_append.Unwritable:
                 return False
             written.append(location)

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from pyroaring import BitMap64
 
+from airflow_provider_binlog.binlog.columns import ColumnDef
+from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import Entry, Op
 from airflow_provider_binlog.lake import commits, new_keys, position_delta
 from airflow_provider_binlog.lake.errors import LakeError
@@ -113,6 +115,27 @@ def test_random_chunks_leave_the_table_sparks_merge_leaves(
     mark, other = commits.read_mark(spark, by_driver, "dest"), commits.read_mark(spark, by_spark, "dest")
     assert mark is not None and other is not None
     assert dataclasses.replace(other, snapshot_id=mark.snapshot_id) == mark
+    # row lineage as Spark's MERGE keeps it: the same commits give the same sequence numbers, and
+    # a row of the first chunk (the same insert in both tables) keeps its id through its updates
+    lineage = {
+        t: {
+            r[0]: (r[1], r[2])
+            for r in spark.sql(f"SELECT id, _row_id, _last_updated_sequence_number FROM {t}").collect()
+        }
+        for t in (by_driver, by_spark)
+    }
+    snapshots = f"SELECT summary['added-records'] FROM {by_spark}.snapshots ORDER BY committed_at LIMIT 1"
+    first = int(spark.sql(snapshots).collect()[0][0])  # the first chunk's rows: ids 0 .. first - 1
+    assert {k: v[1] for k, v in lineage[by_driver].items()} == {k: v[1] for k, v in lineage[by_spark].items()}
+    kept = {k: v[0] for k, v in lineage[by_spark].items() if v[0] < first}
+    assert kept and kept == {k: lineage[by_driver][k][0] for k in kept}
+    assert len({v[0] for v in lineage[by_driver].values()}) == len(lineage[by_driver])
+    # the lineage columns have metrics, as in Spark's files
+    metrics = {
+        t: {k for r in spark.sql(f"SELECT value_counts FROM {t}.data_files").collect() for k in r[0]}
+        for t in (by_driver, by_spark)
+    }
+    assert metrics[by_driver] == metrics[by_spark] and position_delta.ROW_ID in metrics[by_driver]
     # the driver's deletion vectors replace the files' earlier ones: one live vector per file
     files = spark.sql(f"SELECT referenced_data_file FROM {by_driver}.delete_files").collect()
     assert len(files) == len({r[0] for r in files}) > 0
@@ -214,13 +237,18 @@ def test_a_key_the_table_holds_twice_is_left_to_spark(spark: Any, deltas: list[s
     assert rows == [(1, "x1"), (2, "new"), (2, "new"), (3, "x3")]
 
 
-@pytest.mark.parametrize("kind", ["copy-on-write", "soft-delete", "composite-key"])
+@pytest.mark.parametrize("kind", ["copy-on-write", "soft-delete", "composite-key", "double-key"])
 def test_tables_spark_must_merge_are_left_to_it(spark: Any, deltas: list[str], kind: str) -> None:
-    schema = _simple_table() if kind != "composite-key" else _simple_table(pk=("id", "v"))
+    schema = _simple_table()
+    if kind == "composite-key":
+        schema = _simple_table(pk=("id", "v"))
+    elif kind == "double-key":
+        schema = _simple_table(cols=(ColumnDef("id", T.DOUBLE), ColumnDef("v", T.VARCHAR, charset="utf-8")))
     options = {
         "copy-on-write": TargetOptions(write_mode="copy-on-write"),
         "soft-delete": TargetOptions(soft_delete=True),
         "composite-key": TargetOptions(),
+        "double-key": TargetOptions(),
     }[kind]
     target = _target()
     tables = {"db.t": target}
