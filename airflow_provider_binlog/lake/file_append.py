@@ -210,6 +210,20 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     return location, count
 
 
+def leave_to_spark(table: Any, exc: Unwritable, what: str) -> None:
+    """Spark writes ``table`` from now on in this process (:func:`layout`), with a warning."""
+    where = str(table.location())
+    _unwritable.add(where)
+    log.warning(
+        "%s: the driver cannot create files in %s (%s); Spark writes this table's inserts and "
+        "merges from now on (give the driver's pyarrow access to it, or set %s=off to stop trying)",
+        what,
+        where,
+        exc,
+        FILE_APPEND_ENV,
+    )
+
+
 def write_committed(
     spark: SparkSession,
     table: Any,
@@ -232,16 +246,7 @@ def write_committed(
     try:
         location, count = write_file(table, shape, tables)
     except Unwritable as exc:
-        where = str(table.location())
-        _unwritable.add(where)
-        log.warning(
-            "%s: the driver cannot create files in %s (%s); Spark writes this table's inserts from "
-            "now on (give the driver's pyarrow access to it, or set %s=off to stop trying)",
-            what,
-            where,
-            exc,
-            FILE_APPEND_ENV,
-        )
+        leave_to_spark(table, exc, what)
         return False
     committing = False
     try:

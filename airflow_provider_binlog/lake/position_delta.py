@@ -29,10 +29,13 @@ both files are kept (the commit may have landed: :func:`.file_append.refused`).
 
 **When.** The table is format-version 3 or later and merges merge-on-read (``write.merge.mode``),
 its files are Parquet with the key column's field id, every delete in the plan is a deletion
-vector, the key is one column and not NULL-safe, deletes are not soft, and the data file can be
+vector, the key is one column, neither NULL-safe nor floating-point (Spark's ``=`` holds
+``NaN = NaN`` and ``-0.0 = 0.0``), deletes are not soft, and the data file can be
 written as Spark would write it (:func:`.file_append.layout`). Anything else, and a table in which
 a staged key matches more than one live row (the MERGE updates each of them; this path would keep
-one), is merged by Spark. ``$BINLOG_CDC_POSITION_DELTA=off`` always merges through Spark.
+one), is merged by Spark, as is every piece of a table whose location the driver could not create
+a file in (a warning says so once). ``$BINLOG_CDC_POSITION_DELTA=off`` always merges through
+Spark (``$BINLOG_CDC_FILE_APPEND=off`` too: no file by the driver at all).
 """
 
 from __future__ import annotations
@@ -421,7 +424,8 @@ def merge_file(
         if upserts:
             try:
                 location, count = file_append.write_file(table, with_lineage(shape), rows())
-            except file_append.Unwritable:
+            except file_append.Unwritable as exc:
+                file_append.leave_to_spark(table, exc, target)
                 return False
             written.append(location)
             if count != upserts:

@@ -21,7 +21,7 @@ from pyroaring import BitMap64
 from airflow_provider_binlog.binlog.columns import ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import Entry, Op
-from airflow_provider_binlog.lake import commits, new_keys, position_delta
+from airflow_provider_binlog.lake import commits, file_append, new_keys, position_delta
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import TargetOptions, merge_batch
 
@@ -265,3 +265,52 @@ def test_tables_spark_must_merge_are_left_to_it(spark: Any, deltas: list[str], k
 def _new_keys_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv(new_keys.NEW_KEYS_ENV, "on")
     yield
+
+
+def test_a_location_the_driver_cannot_write_is_left_to_spark(
+    spark: Any,
+    deltas: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """pyarrow cannot create the data file: a warning names the table and the way out, Spark
+    merges the piece, and the driver does not try that table's location again in this process."""
+    from pyarrow import fs as pafs
+
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 6)]
+    merge_batch(spark, "dest", tables, first, _end(first))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    real = file_append.filesystem_of
+
+    def under_a_file(location: str) -> tuple[Any, str]:
+        return pafs.SubTreeFileSystem(str(blocker), pafs.LocalFileSystem()), real(location)[1]
+
+    monkeypatch.setattr(file_append, "filesystem_of", under_a_file)
+    monkeypatch.setattr(file_append, "_filesystems", {})
+    monkeypatch.setattr(file_append, "_unwritable", set())
+    tried: list[int] = []
+    real_write = file_append.write_file
+
+    def write_file(*args: Any) -> Any:
+        tried.append(1)
+        return real_write(*args)
+
+    monkeypatch.setattr(file_append, "write_file", write_file)
+    with caplog.at_level("WARNING", logger=file_append.__name__):
+        for n, value in ((10, "y"), (20, "z")):
+            batch = [_row(schema, Op.UPDATE, n, {"id": 2, "v": "x2"}, {"id": 2, "v": value})]
+            merge_batch(spark, "dest", tables, batch, _end(batch))
+    assert tried == [1] and deltas == []  # the second piece went to Spark without trying
+    assert "the driver cannot create files in" in caplog.text and "BINLOG_CDC_FILE_APPEND=off" in caplog.text
+    assert dict(tuple(r) for r in spark.table(target).collect()) == {
+        1: "x1",
+        2: "z",
+        3: "x3",
+        4: "x4",
+        5: "x5",
+    }
