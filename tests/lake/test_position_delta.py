@@ -314,3 +314,24 @@ def test_a_location_the_driver_cannot_write_is_left_to_spark(
         4: "x4",
         5: "x5",
     }
+
+
+def test_a_piece_over_more_planned_rows_than_the_limit_is_left_to_spark(
+    spark: Any, deltas: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key 20's file holds 20 rows: with a limit of 19 Spark merges its update (into a new file of
+    one row), then with a limit of 21 the driver merges the next one (the two files, 21 rows)."""
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 21)]
+    merge_batch(spark, "dest", tables, first, _end(first))
+    before = "x20"
+    for n, (limit, value) in enumerate((("19", "spark"), ("21", "driver"))):
+        monkeypatch.setenv(position_delta.MAX_ROWS_ENV, limit)
+        batch = [_row(schema, Op.UPDATE, 30 + n, {"id": 20, "v": before}, {"id": 20, "v": value})]
+        merge_batch(spark, "dest", tables, batch, _end(batch))
+        assert len(deltas) == n
+        before = value
+    rows = dict(tuple(r) for r in spark.table(target).collect())
+    assert rows[20] == "driver" and len(rows) == 20
