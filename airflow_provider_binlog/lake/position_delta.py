@@ -79,9 +79,9 @@ MAX_ROWS_ENV = "BINLOG_CDC_POSITION_DELTA_MAX_ROWS"
 DEFAULT_MAX_ROWS = 500_000
 """The driver reads every planned row's key (deleted rows too: a merge-on-read table's files keep
 them) under the GIL, Spark on the JVM's threads. A 1M-change run whose tables' files grew to about
-330k rows ran 1.4x faster with the driver merging; a 10M-change drain whose files grew to about
-2.3M rows per table took twice the operator CPU (240 against 118 CPU-seconds) and ran slower, at
-about 1.5 CPU-microseconds per planned row (README, issue #20's sixth round). Compacting a table
+330k rows ran 1.4x faster with the driver merging; a 10M-change drain whose files grew past 2M
+rows per table took twice the operator CPU (240 against 118 CPU-seconds) and ran slower, at
+roughly a CPU-microsecond per planned row (README, issue #20's sixth round). Compacting a table
 (``rewrite_data_files``) brings its pieces back under the limit."""
 
 
