@@ -97,28 +97,44 @@ class Layout:
     :param sources: the staged column each file column is copied from, in the file's order.
     :param codec: pyarrow's compression codec.
     :param level: the codec's level (``write.parquet.compression-level``), if set.
-    :param filesystem: where the table's data files go, as pyarrow writes them.
     """
 
     schema: pa.Schema
     sources: tuple[str, ...]
     codec: str
     level: int | None
-    filesystem: pafs.FileSystem
 
 
-_filesystems: dict[str, pafs.FileSystem | None] = {}
-"""Table location -> the filesystem pyarrow writes it through (``None``: a scheme it does not know).
-Kept for the process: resolving an object store's URI may ask the store (its bucket's region)."""
+_filesystems: dict[str, tuple[pafs.FileSystem, str] | None] = {}
+"""Table location -> the filesystem pyarrow writes it through and the location's path in it
+(``None``: a scheme it does not know). Kept for the process: resolving an object store's URI may
+ask the store (its bucket's region)."""
 
 
-def _filesystem_for(location: str) -> pafs.FileSystem | None:
+def _filesystem_for(location: str) -> tuple[pafs.FileSystem, str] | None:
     if location not in _filesystems:
         try:
-            _filesystems[location] = filesystem_of(location)[0]
+            fs, path, _ = filesystem_of(location)
+            _filesystems[location] = (fs, path)
         except (pa.ArrowException, OSError, ValueError):
             _filesystems[location] = None
     return _filesystems[location]
+
+
+def file_in(table: Any, location: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path pyarrow opens file ``location`` of ``table`` (a JVM
+    ``org.apache.iceberg.Table``) through: the table location's, resolved once per process, for a
+    file under it (its data and delete files, unless the table keeps them elsewhere), else the
+    file's own (:func:`.staging.filesystem_of`).
+
+    :raises pa.ArrowInvalid: a scheme pyarrow does not know.
+    """
+    root = str(table.location()).rstrip("/")
+    resolved = _filesystem_for(root) if location.startswith(root + "/") else None
+    if resolved is None:
+        fs, path, _ = filesystem_of(location)
+        return fs, path
+    return resolved[0], resolved[1] + location[len(root) :]
 
 
 def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.DataType]]) -> Layout | None:
@@ -152,15 +168,13 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
         fields.append(pa.field(str(field.name()), arrow, nullable=True, metadata=metadata))
     if len(fields) != len(schema.columns()):
         return None
-    filesystem = _filesystem_for(str(table.location()))
-    if filesystem is None:
-        return None
+    if _filesystem_for(str(table.location()).rstrip("/")) is None:
+        return None  # a scheme pyarrow does not know
     return Layout(
         schema=pa.schema(fields),
         sources=tuple(name for name, _ in columns),
         codec=codec,
         level=int(level_text) if level_text is not None and str(level_text).isdigit() else None,
-        filesystem=filesystem,
     )
 
 
@@ -180,8 +194,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     :raises Unwritable: the file could not be created (nothing written).
     """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
-    path = filesystem_of(location)[1]
-    fs = shape.filesystem
+    fs, path = file_in(table, location)
     try:
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)  # a new table has no data folder yet
         sink = fs.open_output_stream(path)

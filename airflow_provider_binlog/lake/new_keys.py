@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_binlog.lake import commits, file_append
+from airflow_provider_binlog.lake import file_append
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
 from airflow_provider_binlog.lake.types import LakeColumn
 
@@ -70,21 +70,19 @@ def enabled() -> bool:
 
 
 def untouched_snapshot(
-    spark: SparkSession, target: str, ranges: Mapping[str, tuple[int, int]], columns: Sequence[str]
+    spark: SparkSession, table: Any | None, ranges: Mapping[str, tuple[int, int]], columns: Sequence[str]
 ) -> int | None:
     """The current snapshot of ``target`` when no row of it can lie within ``ranges`` (see the
     module docstring) and its columns are exactly ``columns`` (case-insensitive), :data:`EMPTY`
     when the table has no snapshot yet (and those columns), else ``None`` (also for a column not
     in it).
 
-    :param target: the table's quoted name.
+    :param table: the JVM ``org.apache.iceberg.Table`` (:func:`.commits.load_iceberg_table`),
+        ``None`` when it does not exist.
     :param ranges: integer key column -> lowest and highest staged value.
     :param columns: the columns the insert writes.
     """
-    if not ranges:
-        return None
-    table = commits.load_iceberg_table(spark, target)
-    if table is None:
+    if not ranges or table is None:
         return None
     snapshot = table.currentSnapshot()  # as this session plans on it (no refresh: like the MERGE)
     schema = table.schema()
@@ -146,6 +144,7 @@ def insert(spark: SparkSession, target: str, select: str, predicate: str, snapsh
 
 def insert_file(
     spark: SparkSession,
+    table: Any | None,
     target: str,
     staged: Callable[[], Iterable[pa.Table]],
     columns: Sequence[LakeColumn],
@@ -160,6 +159,8 @@ def insert_file(
     API (:mod:`.file_append`), with the validation and commit of :func:`insert`; ``False`` (nothing
     written) when the table needs Spark's write.
 
+    :param table: the target's JVM ``org.apache.iceberg.Table`` (``None``: it does not exist).
+    :param target: its quoted name, for messages.
     :param staged: opens the staged piece (its tables have the ``columns`` and the action column).
     :param columns: the staged columns the table's columns are filled from (the names of
         :func:`.merge_sql.new_keys_sql`, but ``_cdc_deleted``, which is ``false`` with
@@ -169,7 +170,6 @@ def insert_file(
     :param expected: the piece's upserts: the file must hold exactly that many rows.
     :raises LakeError: the file's row count differs (nothing committed; :func:`.file_append.write_committed`).
     """
-    table = commits.load_iceberg_table(spark, target)
     if table is None:
         return False
     written = [(c.name, c.type.arrow) for c in columns]

@@ -41,6 +41,7 @@ always merges through Spark (``$BINLOG_CDC_FILE_APPEND=off`` too: no file by the
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import os
 import struct
@@ -56,11 +57,10 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import commits, file_append
+from airflow_provider_binlog.lake import file_append
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.new_keys import range_filter
 from airflow_provider_binlog.lake.options import ACTION_COLUMN
-from airflow_provider_binlog.lake.staging import filesystem_of
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -123,11 +123,11 @@ def dv_blob(positions: BitMap64) -> bytes:
     return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
 
 
-def read_dv(delete_file: Any) -> BitMap64:
-    """The positions of a JVM ``DeleteFile`` that is a deletion vector."""
+def read_dv(table: Any, delete_file: Any) -> BitMap64:
+    """The positions of a JVM ``DeleteFile`` of ``table`` that is a deletion vector."""
     location = str(delete_file.location())
     offset, size = int(delete_file.contentOffset()), int(delete_file.contentSizeInBytes())
-    fs, path, _ = filesystem_of(location)
+    fs, path = file_append.file_in(table, location)
     with fs.open_input_file(path) as source:
         source.seek(offset)
         blob = source.read(size)
@@ -198,13 +198,12 @@ def _column(parquet: pq.ParquetFile, field_id: int) -> pa.ChunkedArray | None:
     return None if name is None else parquet.read(columns=[name]).column(0)
 
 
-def _matches(
-    location: str, field_id: int, keys: pa.Array, first_row_id: int | None
-) -> tuple[pa.Array, pa.Array, pa.Array] | None:
-    """``(positions, their keys, their row ids)`` of the rows of data file ``location`` whose key
-    column is among ``keys``; ``None`` when the file has no column of that field id, its type does
-    not cast, or a row id is not known (no first row id)."""
-    fs, path, _ = filesystem_of(location)
+def _key_column(
+    table: Any, location: str, field_id: int, keys: pa.DataType
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None] | None:
+    """The key column (cast to ``keys``) and stored row ids (if the file has them) of data file
+    ``location``; ``None`` when the file has no column of that field id or its type does not cast."""
+    fs, path = file_append.file_in(table, location)
     with fs.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
         column = _column(parquet, field_id)
@@ -212,19 +211,38 @@ def _matches(
     if column is None:
         return None
     try:
-        column = column.cast(keys.type)
+        return column.cast(keys), stored
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    positions = pc.indices_nonzero(pc.is_in(column, value_set=keys, skip_nulls=True)).cast(pa.int64())
+
+
+def _row_ids(
+    positions: pa.Array, stored: pa.ChunkedArray | None, first_row_id: int | None
+) -> pa.Array | None:
+    """The lineage ids of the rows at ``positions``: the stored id, else the file's first row id
+    plus the position; ``None`` when one is not known (no first row id)."""
     inherited = None if first_row_id is None else pc.add(positions, first_row_id)
     row_ids = inherited
     if stored is not None:
         row_ids = pc.take(stored, positions).combine_chunks()
         if inherited is not None:
             row_ids = pc.coalesce(row_ids, inherited)
-    if row_ids is None or row_ids.null_count:
-        return None
-    return positions, pc.take(column, positions).combine_chunks(), row_ids
+    return None if row_ids is None or row_ids.null_count else row_ids
+
+
+def bitmap_of(positions: pa.Array) -> BitMap64:
+    """``positions`` (non-negative int64, no nulls) as a bitmap, through a buffer (no Python ints)."""
+    unsigned = positions.cast(pa.uint64())
+    start = unsigned.offset * 8
+    values = array.array("Q")
+    values.frombytes(memoryview(unsigned.buffers()[1])[start : start + len(unsigned) * 8])
+    return BitMap64(values)
+
+
+def arrow_of(positions: BitMap64) -> pa.Array:
+    """The int64 array of a bitmap's positions, ascending, through a buffer (no Python ints)."""
+    values = positions.to_array()
+    return pa.Array.from_buffers(pa.uint64(), len(values), [None, pa.py_buffer(values)]).cast(pa.int64())
 
 
 def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array) -> Matched | None:
@@ -249,27 +267,42 @@ def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.
             found.append((str(data.location()), None if first is None else int(first), deletes))
     finally:
         tasks.close()
+    columns = []
+    for location, _first, _deletes in found:
+        read = _key_column(table, location, field_id, keys.type)
+        if read is None:
+            return None
+        columns.append(read)
+    # one lookup over every file's keys: the staged keys' hash set is built once
+    chunks = [chunk for column, _stored in columns for chunk in column.chunks]
+    staged = pc.is_in(pa.chunked_array(chunks, type=keys.type), value_set=keys, skip_nulls=True)
     marked: list[Marked] = []
     matched_keys: list[pa.Array] = []
     matched_ids: list[pa.Array] = []
-    for location, first_row_id, deletes in found:
-        hits = _matches(location, field_id, keys, first_row_id)
-        if hits is None:
-            return None
-        positions, hit_keys, row_ids = hits
+    start = 0
+    for (location, first_row_id, deletes), (column, stored) in zip(found, columns, strict=True):
+        positions = pc.indices_nonzero(staged.slice(start, len(column))).cast(pa.int64())
+        start += len(column)
         if len(positions) == 0:
             continue
+        row_ids = _row_ids(positions, stored, first_row_id)
+        if row_ids is None:
+            return None
+        hit_keys = pc.take(column, positions).combine_chunks()
         previous = BitMap64()
         for d in deletes:
-            previous |= read_dv(d)
-        if len(previous):
-            live = pc.invert(pc.is_in(positions, value_set=pa.array(previous.to_array(), pa.int64())))
+            previous |= read_dv(table, d)
+        hits = bitmap_of(positions)
+        dead = hits & previous
+        if dead:
+            live = pc.invert(pc.is_in(positions, value_set=arrow_of(dead)))
             positions, hit_keys, row_ids = (pc.filter(a, live) for a in (positions, hit_keys, row_ids))
-        if len(positions) == 0:
+            hits -= dead
+        if not hits:
             continue
         matched_keys.append(hit_keys)
         matched_ids.append(row_ids)
-        marked.append(Marked(location, deletes, previous | BitMap64(positions.to_pylist())))
+        marked.append(Marked(location, deletes, previous | hits))
     hit = pa.chunked_array(matched_keys, type=keys.type).combine_chunks()
     if pc.count_distinct(hit).as_py() != len(hit):
         return None  # a key held twice: the MERGE updates each row, this would keep one
@@ -391,6 +424,7 @@ def applicable(table: Any, spark: SparkSession) -> bool:
 
 def merge_file(
     spark: SparkSession,
+    table: Any | None,
     target: str,
     staged: Callable[..., Iterable[pa.Table]],
     columns: Sequence[LakeColumn],
@@ -403,6 +437,8 @@ def merge_file(
     """Merge the staged piece into ``target`` by the driver (module docstring); ``False``
     (nothing written) when Spark must merge it.
 
+    :param table: the target's JVM ``org.apache.iceberg.Table`` (``None``: it does not exist).
+    :param target: its quoted name, for messages.
     :param staged: opens the staged piece (tables of ``columns`` and the action column; with
         ``columns=[...]`` of those columns only).
     :param columns: the staged columns the table's columns are filled from (not the action).
@@ -411,10 +447,7 @@ def merge_file(
     :param upserts: the piece's staged upserts: the data file must hold that many rows.
     :raises LakeError: the data file holds another count of rows (nothing committed).
     """
-    if not enabled():
-        return False
-    table = commits.load_iceberg_table(spark, target)
-    if table is None or table.currentSnapshot() is None or not applicable(table, spark):
+    if not enabled() or table is None or table.currentSnapshot() is None or not applicable(table, spark):
         return False
     shape = file_append.layout(spark, table, [(c.name, c.type.arrow) for c in columns])
     field = table.schema().caseInsensitiveFindField(key)

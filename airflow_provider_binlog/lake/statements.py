@@ -293,16 +293,20 @@ class Statements:
         # the driver's own MERGE (.position_delta): one key column compared with =, hard deletes
         by_driver = len(keys) == 1 and not null_safe and not opts.soft_delete
 
-        def untouched() -> int | None:
-            return new_keys.untouched_snapshot(spark, target, ranges, columns_filled) if fast else None
+        def untouched() -> tuple[Any, int | None]:
+            """The table as this attempt plans on it (loaded once: only the driver's paths use
+            it) and its untouched snapshot (:func:`.new_keys.untouched_snapshot`)."""
+            table = commits.load_iceberg_table(spark, target) if fast or by_driver else None
+            return table, new_keys.untouched_snapshot(spark, table, ranges, columns_filled) if fast else None
 
-        def apply(checked: list[int | None]) -> None:
-            snapshot = checked.pop() if checked else untouched()  # a retry plans anew
+        def apply(checked: list[tuple[Any, int | None]]) -> None:
+            table, snapshot = checked.pop() if checked else untouched()  # a retry plans anew
             if snapshot is None:
                 if not (
                     by_driver
                     and position_delta.merge_file(
                         spark,
+                        table,
                         target,
                         functools.partial(self.views.area.read, stage_name),
                         written,
@@ -316,6 +320,7 @@ class Statements:
                     spark.sql(statement)
             elif not new_keys.insert_file(
                 spark,
+                table,
                 target,
                 functools.partial(self.views.area.read, stage_name),
                 written,
@@ -331,7 +336,7 @@ class Statements:
         def run() -> None:
             try:
                 checked = [untouched()]
-                if opts.count_changes and checked[0] is not None:
+                if opts.count_changes and checked[0][1] is not None:
                     counts.inserted += upserts  # no staged key in the table: nothing matched
                 elif opts.count_changes:
                     query = merge_sql.matched_actions_sql(target, self.views.use(view), keys, null_safe)

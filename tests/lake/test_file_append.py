@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -219,7 +219,8 @@ def test_a_refused_commit_leaves_no_file(spark: Any) -> None:
     rows = [(10, "x", "U"), (11, "y", "D"), (20, "z", "U")]
     with pytest.raises(Py4JJavaError, match="ValidationException"):
         new_keys.insert_file(
-            spark, target, lambda: _staged(rows), [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
+            spark, commits.load_iceberg_table(spark, target), target,
+            lambda: _staged(rows), [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
             {"id": (10, 20)}, checked, {"k": "v"}, soft_delete=False, expected=2,
         )  # fmt: skip
     assert _data_files(table) == before
@@ -228,7 +229,8 @@ def test_a_refused_commit_leaves_no_file(spark: Any) -> None:
     table.refresh()
     current = int(table.currentSnapshot().snapshotId())
     assert new_keys.insert_file(
-        spark, target, lambda: _staged(rows), [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
+        spark, commits.load_iceberg_table(spark, target), target,
+        lambda: _staged(rows), [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
         {"id": (16, 20)}, current, {"k": "v"}, soft_delete=False, expected=2,
     )  # fmt: skip
     table.refresh()
@@ -252,7 +254,8 @@ def test_a_row_count_that_differs_commits_nothing(spark: Any) -> None:
     before = _data_files(table)
     with pytest.raises(LakeError, match="1 staged rows written, 2 expected; nothing was committed"):
         new_keys.insert_file(
-            spark, target, lambda: _staged([(10, "x", "U")]),
+            spark, commits.load_iceberg_table(spark, target), target,
+            lambda: _staged([(10, "x", "U")]),
             [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
             {"id": (10, 20)}, snapshot, {}, soft_delete=False, expected=2,
         )  # fmt: skip
@@ -324,6 +327,34 @@ def test_only_a_refused_commit_is_known_not_to_have_landed() -> None:
     assert table.io().deleted == ["f1"]
 
 
+def test_a_file_under_the_table_location_opens_through_its_filesystem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table location's filesystem is resolved once and serves the files under it; a file
+    elsewhere (also one whose name only starts like the location) is resolved on its own."""
+    resolved: list[str] = []
+    real = file_append.filesystem_of
+
+    def counted(location: str) -> Any:
+        resolved.append(location)
+        return real(location)
+
+    monkeypatch.setattr(file_append, "filesystem_of", counted)
+    monkeypatch.setattr(file_append, "_filesystems", {})
+
+    class Table:
+        def location(self) -> str:
+            return "file:/tmp/w/db/t/"
+
+    for name in ("a", "b"):
+        fs, path = file_append.file_in(Table(), f"file:/tmp/w/db/t/data/{name}.parquet")
+        assert path == f"/tmp/w/db/t/data/{name}.parquet" and fs.type_name == "local"
+    assert resolved == ["file:/tmp/w/db/t"]
+    for other in ("file:///tmp/w/db/t/data/c.parquet", "file:/tmp/w/db/t2/d.parquet"):
+        assert file_append.file_in(Table(), other)[1] == real(other)[1]
+    assert resolved[1:] == ["file:///tmp/w/db/t/data/c.parquet", "file:/tmp/w/db/t2/d.parquet"]
+
+
 def test_iceberg_types_of_the_staged_arrow_types() -> None:
     assert file_append.iceberg_type(pa.int32()) == "int"
     assert file_append.iceberg_type(pa.int64()) == "long"
@@ -374,30 +405,12 @@ def test_an_append_only_target_written_by_the_driver_equals_spark_s(
 
 
 def test_a_location_the_driver_cannot_write_is_left_to_spark(
-    spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Any
+    spark: Any, unwritable_location: Callable[[], list[int]], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """pyarrow fails to create the file (here: every path lies under a regular file): a warning
+    """pyarrow fails to create the file (here: the location is read-only to it): a warning
     names the table and the way out, Spark writes the insert, and the driver does not try that
     table's location again in this process."""
-    from pyarrow import fs as pafs
-
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    real = file_append.filesystem_of
-
-    def under_a_file(location: str) -> tuple[Any, str]:
-        return pafs.SubTreeFileSystem(str(blocker), pafs.LocalFileSystem()), real(location)[1]
-
-    monkeypatch.setattr(file_append, "filesystem_of", under_a_file)
-    monkeypatch.setattr(file_append, "_unwritable", set())
-    tried: list[int] = []
-    real_write = file_append.write_file
-
-    def write_file(*args: Any) -> Any:
-        tried.append(1)
-        return real_write(*args)
-
-    monkeypatch.setattr(file_append, "write_file", write_file)
+    tried = unwritable_location()
     columns = [c for c in all_type_columns() if c.cdef.name == "vc"]
     src = SourceTable("db", "t", columns, random.Random(2))
     target = f"lake.t{uuid.uuid4().hex[:8]}.t"
@@ -467,7 +480,8 @@ def test_a_commit_that_fails_after_it_landed_keeps_its_file(
     monkeypatch.setattr(file_append, "commit_overwrite", landed_then_lost)
     with pytest.raises(ConnectionError):
         new_keys.insert_file(
-            spark, target, lambda: _staged([(10, "x", "U"), (20, "z", "U")]),
+            spark, commits.load_iceberg_table(spark, target), target,
+            lambda: _staged([(10, "x", "U"), (20, "z", "U")]),
             [LakeColumn("id", BIGINT), LakeColumn("v", STRING)],
             {"id": (10, 20)}, snapshot, {}, soft_delete=False, expected=2,
         )  # fmt: skip

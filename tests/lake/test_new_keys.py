@@ -43,10 +43,10 @@ def inserted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         ways.append("spark")
         real_spark(spark, target, *args)
 
-    def by_file(spark: Any, target: str, *args: Any, **kwargs: Any) -> bool:
+    def by_file(spark: Any, table: Any, target: str, *args: Any, **kwargs: Any) -> bool:
         done = True  # an attempt that raised (a conflict) counts, as Spark's does
         try:
-            done = real_file(spark, target, *args, **kwargs)
+            done = real_file(spark, table, target, *args, **kwargs)
         finally:
             if done:
                 calls.append(target.replace("`", ""))

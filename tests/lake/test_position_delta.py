@@ -12,9 +12,10 @@ import os
 import random
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyroaring import BitMap64
 
@@ -47,6 +48,12 @@ def deltas(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(position_delta, "commit_delta", spy)
     monkeypatch.setenv(commits.RETRY_ENV, "attempts=3,wait=0,max_wait=0")
     return done
+
+
+@pytest.fixture(autouse=True)
+def _new_keys_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(new_keys.NEW_KEYS_ENV, "on")
+    yield
 
 
 def _contents(spark: Any, target: str) -> list[tuple[Any, ...]]:
@@ -158,7 +165,7 @@ def test_deletion_vectors_read_as_spark_wrote_them(spark: Any) -> None:
         task = it.next()
         (dv,) = list(task.deletes())
         assert position_delta.is_dv(dv)
-        positions = position_delta.read_dv(dv)
+        positions = position_delta.read_dv(table, dv)
         assert len(positions) == int(dv.recordCount()) > 0
         ids = spark.read.parquet(str(task.file().location())).select("id").collect()
         assert sorted(positions) == [i for i, r in enumerate(ids) if r[0] % 7 == 3]
@@ -177,6 +184,14 @@ def test_a_blob_that_is_not_a_deletion_vector_is_refused() -> None:
     for blob, what in cases:
         with pytest.raises(LakeError, match=rf"deletion vector at f@4: .*{what}"):
             position_delta.parse_dv(blob, "f@4")
+
+
+def test_positions_pass_between_arrow_and_bitmaps_unchanged() -> None:
+    values = pa.array([0, 3, 5, 1 << 40, 7], pa.int64())
+    for part in (values, values.slice(1, 3), values.slice(4), values.slice(2, 0)):
+        assert sorted(position_delta.bitmap_of(part)) == sorted(part.to_pylist())
+    assert position_delta.arrow_of(BitMap64([9, 1, 1 << 33])).to_pylist() == [1, 9, 1 << 33]
+    assert position_delta.arrow_of(BitMap64()).to_pylist() == []
 
 
 def test_a_writer_within_the_range_after_the_plan_makes_the_delta_conflict(
@@ -261,46 +276,20 @@ def test_tables_spark_must_merge_are_left_to_it(spark: Any, deltas: list[str], k
     assert rows == {1, 2, 4, 5}
 
 
-@pytest.fixture(autouse=True)
-def _new_keys_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(new_keys.NEW_KEYS_ENV, "on")
-    yield
-
-
 def test_a_location_the_driver_cannot_write_is_left_to_spark(
     spark: Any,
     deltas: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Any,
+    unwritable_location: Callable[[], list[int]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """pyarrow cannot create the data file: a warning names the table and the way out, Spark
     merges the piece, and the driver does not try that table's location again in this process."""
-    from pyarrow import fs as pafs
-
     schema = _simple_table()
     target = _target()
     tables = {"db.t": target}
     first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 6)]
     merge_batch(spark, "dest", tables, first, _end(first))
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    real = file_append.filesystem_of
-
-    def under_a_file(location: str) -> tuple[Any, str]:
-        return pafs.SubTreeFileSystem(str(blocker), pafs.LocalFileSystem()), real(location)[1]
-
-    monkeypatch.setattr(file_append, "filesystem_of", under_a_file)
-    monkeypatch.setattr(file_append, "_filesystems", {})
-    monkeypatch.setattr(file_append, "_unwritable", set())
-    tried: list[int] = []
-    real_write = file_append.write_file
-
-    def write_file(*args: Any) -> Any:
-        tried.append(1)
-        return real_write(*args)
-
-    monkeypatch.setattr(file_append, "write_file", write_file)
+    tried = unwritable_location()
     with caplog.at_level("WARNING", logger=file_append.__name__):
         for n, value in ((10, "y"), (20, "z")):
             batch = [_row(schema, Op.UPDATE, n, {"id": 2, "v": "x2"}, {"id": 2, "v": value})]
