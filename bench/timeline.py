@@ -42,6 +42,8 @@ STEPS = (
     ("airflow_provider_binlog.lake.statements", "Statements.prepare"),
     ("airflow_provider_binlog.lake.commits", "commit"),
     ("airflow_provider_binlog.lake.commits", "load_iceberg_table"),
+    ("airflow_provider_binlog.lake.ddl", "TargetTables.ensure"),
+    ("airflow_provider_binlog.lake.ddl", "evolve_table"),
     ("airflow_provider_binlog.lake.commits", "Marks.get"),
     ("airflow_provider_binlog.lake.new_keys", "untouched_snapshot"),
     ("airflow_provider_binlog.lake.new_keys", "insert"),

@@ -443,3 +443,23 @@ def test_changes_out_of_commit_order_are_refused(spark: Any) -> None:
             LakeError, match=r"commit order: mysql-bin\.000001:110 came after mysql-bin\.000001:120"
         ):
             m.add_many([first])
+
+
+def test_the_column_types_read_from_iceberg_are_the_ones_spark_reads(spark: Any) -> None:
+    """:func:`.ddl.spark_types` (the schema check before each chunk) gives what ``spark.table``'s
+    schema gives, for every lake type and the option columns, and a missing table raises Spark's
+    own error."""
+    from pyspark.errors import AnalysisException
+
+    from airflow_provider_binlog.lake import ddl
+
+    src = SourceTable("db", "t", all_type_columns(), random.Random(5))
+    target = f"lake.{_ns()}.t"
+    batch = [src.insert() for _ in range(3)]
+    options = TargetOptions(metadata_columns=True, soft_delete=True)
+    merge_batch(spark, "dest", {"db.t": target}, batch, _end(batch), options=options)
+    fields = spark.table(target).schema.fields
+    assert ddl.spark_types(spark, target) == {f.name.lower(): f.dataType.simpleString() for f in fields}
+    assert len(fields) > len(all_type_columns())  # the option columns are there too
+    with pytest.raises(AnalysisException):
+        ddl.spark_types(spark, f"lake.{_ns()}.absent")
