@@ -1,5 +1,6 @@
 """The training run of the driver's class archive (:mod:`.class_archive`): a local session whose JVM
-writes the archive when it exits, after a merge that loads the classes a task's driver loads.
+writes the archive when it exits, after merges that load the classes a task's driver loads (the
+driver's own insert and MERGE, and Spark's MERGE).
 
 Run by :func:`.class_archive.build` as a child process (the archive is written by that process's
 JVM at exit)::
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import decimal
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake import commits, position_delta
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger
 from airflow_provider_binlog.lake.session import create_session, driver_java_options
@@ -100,14 +102,19 @@ def train(output: Path) -> None:
         )  # fmt: skip
         proc = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
         changes = training_changes()
-        half = len(changes) // 2
+        third = len(changes) // 3
         stage = str(Path(work) / "stage")
         merger = ChangeMerger(spark, "train", {"train.t": "lake.train.t"}, staging_root=stage)
+        # a create + insert (the driver's file), a MERGE by the driver, then one by Spark (a piece
+        # the driver leaves to it: a large table, a composite key...)
+        parts = (changes[:third], changes[third : 2 * third], changes[2 * third :])
         try:
-            for part in (changes[:half], changes[half:]):  # a create + insert, then a MERGE
+            for part, by_driver in zip(parts, ("on", "on", "off"), strict=True):
+                os.environ[position_delta.POSITION_DELTA_ENV] = by_driver
                 merger.add_many(part)
                 merger.commit(merger.take(), part[-1].end_position)
         finally:
+            os.environ.pop(position_delta.POSITION_DELTA_ENV, None)
             merger.close()
         rows = spark.table("lake.train.t").collect()
         if len(rows) != 160:  # 200 inserted, 40 deleted (one key moved)
