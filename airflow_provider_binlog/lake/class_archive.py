@@ -10,7 +10,8 @@ plus its first two commits then takes 0.6x the wall time and JVM CPU (``bench/sp
   container image runs it too; it builds the jars of :mod:`.jars` first): a training run
   (:mod:`.training`) in a child process starts a local session with ``-XX:ArchiveClassesAtExit``,
   merges a few changes of every column type into a throwaway Iceberg table through
-  :class:`..merge.ChangeMerger`, reads it back, stops, and waits for its JVM to write the archive
+  :class:`..merge.ChangeMerger` (an insert and a MERGE written by the driver, a MERGE by Spark:
+  the classes of both paths), reads it back, stops, and waits for its JVM to write the archive
   at exit; the file is then renamed into place (a killed build leaves no archive, at most a
   temporary file that the next build removes). This module imports neither the session nor the
   merge (the session imports it): the training run is a module of its own, run as a process.

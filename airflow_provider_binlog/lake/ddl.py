@@ -27,6 +27,7 @@ out readers older than Iceberg 1.8.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -109,12 +110,13 @@ def spark_types(spark: SparkSession, target: str) -> dict[str, str]:
     table = load_iceberg_table(spark, target)
     if table is None:  # Spark's own error names what is missing
         return {f.name.lower(): f.dataType.simpleString() for f in spark.table(target).schema.fields}
+    from pyspark.sql.types import StructType
+
     jvm: Any = spark._jvm
-    fields = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema()).fields()
-    return {
-        str(f.name()).lower(): str(f.dataType().simpleString())
-        for f in (fields[i] for i in range(len(fields)))
-    }
+    struct = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
+    # as DataFrame.schema reads it: one JSON string, not py4j calls per field
+    fields = StructType.fromJson(json.loads(struct.json())).fields
+    return {f.name.lower(): f.dataType.simpleString() for f in fields}
 
 
 def evolve_table(spark: SparkSession, target: str, display: str, columns: Sequence[LakeColumn]) -> None:
