@@ -72,7 +72,7 @@ def enabled() -> bool:
 def untouched_snapshot(
     spark: SparkSession, table: Any | None, ranges: Mapping[str, tuple[int, int]], columns: Sequence[str]
 ) -> int | None:
-    """The current snapshot of ``target`` when no row of it can lie within ``ranges`` (see the
+    """The current snapshot of ``table`` when no row of it can lie within ``ranges`` (see the
     module docstring) and its columns are exactly ``columns`` (case-insensitive), :data:`EMPTY`
     when the table has no snapshot yet (and those columns), else ``None`` (also for a column not
     in it).
