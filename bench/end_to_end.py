@@ -96,6 +96,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import queue
 import random
 import resource
 import shutil
@@ -574,7 +575,21 @@ def run_operator(params: dict[str, Any]) -> dict[str, Any]:
     p = ctx.Process(target=operator_run, args=(params, q))
     p.start()
     try:
-        out: dict[str, Any] = q.get()
+        while True:  # an operator process that died without a result ends the wait
+            try:
+                out: dict[str, Any] = q.get(timeout=5)
+                break
+            except queue.Empty:
+                if p.is_alive():
+                    continue
+                try:  # it may have put its result just before it ended
+                    out = q.get(timeout=5)
+                    break
+                except queue.Empty:
+                    p.join()
+                    raise SystemExit(
+                        f"operator run {params['task_id']} died without a result (exit {p.exitcode})"
+                    ) from None
     except KeyboardInterrupt:
         p.terminate()
         raise
