@@ -62,8 +62,8 @@ range, and their figures are printed side by side; ``--variant-env K=V`` adds a 
 process has these environment variables (a product toggle measured A/B; ``BENCH_PRODUCT=<checkout>``
 runs that checkout's package, e.g. a ``git worktree`` of an earlier commit; ``BENCH_MAX_MB=<n>``
 runs it with ``max_bytes_per_commit`` n MiB, ``BENCH_MAX_ROWS=<n>`` with ``max_rows_per_commit``
-n; ``BENCH_MEMPROBE=1`` prints what the memory holds at each progress line, see
-``bench/memprobe.py``). A master other than
+n, ``BENCH_CONF=k=v;k2=v2`` with these Spark settings; ``BENCH_MEMPROBE=1`` prints what the memory
+holds at each progress line, see ``bench/memprobe.py``). A master other than
 ``local`` is compared with ``local[2]`` unless ``--no-compare-local``.
 
 Measured 2026-11-24 16:49 UTC, 2 cores (load average 1.5 at the start: other benchmarks had just
@@ -517,6 +517,9 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
         params = {**params, "max_bytes": int(params["env"]["BENCH_MAX_MB"]) << 20}
     if params["env"].get("BENCH_MAX_ROWS"):  # a variant's max_rows_per_commit
         params = {**params, "max_rows": int(params["env"]["BENCH_MAX_ROWS"])}
+    if params["env"].get("BENCH_CONF"):  # a variant's Spark settings, "k=v;k2=v2"
+        more = dict(kv.split("=", 1) for kv in params["env"]["BENCH_CONF"].split(";"))
+        params = {**params, "conf": {**params["conf"], **more}}
     if params["env"].get("BENCH_PRODUCT"):  # another checkout's package (an A/B of two builds)
         sys.path.insert(0, params["env"]["BENCH_PRODUCT"])
     import logging

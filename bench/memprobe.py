@@ -3,9 +3,10 @@
 Set ``BENCH_MEMPROBE=1`` in a run's environment (``--variant-env BENCH_MEMPROBE=1``, or exported:
 the run processes inherit it) and each progress line of the drain is followed by one ``mem:`` line:
 the process RSS, glibc's heap (``mallinfo2``: bytes in use and bytes free but kept), pyarrow's
-allocated bytes, the objects the cyclic collector tracks, and the object types whose count grew most
-since the first progress line. ``BENCH_MEMPROBE=trace`` also starts :mod:`tracemalloc` (slow: about
-2x) and prints the source lines whose live allocations grew most since the first progress line.
+allocated bytes, the Spark driver JVM's direct buffers, the objects the cyclic collector tracks, and
+the object types whose count grew most since the first progress line. ``BENCH_MEMPROBE=trace`` also
+starts :mod:`tracemalloc` (slow: about 2x) and prints the source lines whose live allocations grew
+most since the first progress line.
 """
 
 from __future__ import annotations
@@ -80,6 +81,22 @@ def _pymalloc() -> tuple[int, int, int] | None:
         return None
 
 
+def _jvm_direct() -> int | None:
+    """Bytes of the Spark driver JVM's direct buffers (``BufferPoolMXBean`` "direct": NIO's and
+    netty's, so Arrow's through Iceberg's vectorized reads), or ``None`` without a running Spark."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        return None
+    jvm = sc._jvm
+    kind = jvm.java.lang.Class.forName("java.lang.management.BufferPoolMXBean")
+    for pool in jvm.java.lang.management.ManagementFactory.getPlatformMXBeans(kind):
+        if pool.getName() == "direct":
+            return int(pool.getMemoryUsed())
+    return None
+
+
 class MemProbe:
     def __init__(self, mode: str) -> None:
         self.trace = mode == "trace"
@@ -103,6 +120,9 @@ class MemProbe:
         if py is not None:
             parts.append(f"pymalloc {py[0] // mb} MB (in use {py[1] // mb}, highwater {py[2]} arenas)")
         parts.append(f"arrow {pa.total_allocated_bytes() // mb} MB ({pa.default_memory_pool().backend_name})")
+        direct = _jvm_direct()
+        if direct is not None:
+            parts.append(f"JVM direct buffers {direct // mb} MB")
         parts.append(f"gc-tracked {sum(types.values()):,}")
         if self.first_types is None:
             self.first_types = types

@@ -121,6 +121,12 @@ def _filesystem_for(location: str) -> tuple[pafs.FileSystem, str] | None:
     return _filesystems[location]
 
 
+def _root(table: Any) -> str:
+    """``table``'s location without a trailing slash: the key of :data:`_filesystems` and
+    :data:`_unwritable`."""
+    return str(table.location()).rstrip("/")
+
+
 def file_in(table: Any, location: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path pyarrow opens file ``location`` of ``table`` (a JVM
     ``org.apache.iceberg.Table``) through: the table location's, resolved once per process, for a
@@ -129,7 +135,7 @@ def file_in(table: Any, location: str) -> tuple[pafs.FileSystem, str]:
 
     :raises pa.ArrowInvalid: a scheme pyarrow does not know.
     """
-    root = str(table.location()).rstrip("/")
+    root = _root(table)
     resolved = _filesystem_for(root) if location.startswith(root + "/") else None
     if resolved is None:
         fs, path, _ = filesystem_of(location)
@@ -143,7 +149,8 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
     docstring). Names match the table's columns case-insensitively, as Spark resolves them."""
     if not enabled() or not table.spec().isUnpartitioned() or not table.sortOrder().isUnsorted():
         return None
-    if str(table.location()) in _unwritable:
+    root = _root(table)
+    if root in _unwritable:
         return None
     conf = spark.conf
     if conf.get("spark.wap.id", None) or conf.get("spark.wap.branch", None):
@@ -168,7 +175,7 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
         fields.append(pa.field(str(field.name()), arrow, nullable=True, metadata=metadata))
     if len(fields) != len(schema.columns()):
         return None
-    if _filesystem_for(str(table.location()).rstrip("/")) is None:
+    if _filesystem_for(root) is None:
         return None  # a scheme pyarrow does not know
     return Layout(
         schema=pa.schema(fields),
@@ -225,7 +232,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
 
 def leave_to_spark(table: Any, exc: Unwritable, what: str) -> None:
     """Spark writes ``table`` from now on in this process (:func:`layout`), with a warning."""
-    where = str(table.location())
+    where = _root(table)
     _unwritable.add(where)
     log.warning(
         "%s: the driver cannot create files in %s (%s); Spark writes this table's inserts and "

@@ -32,6 +32,17 @@ Defaults (each one is overridden by the same key in ``conf``):
                                              ``conf`` sets no ``spark.driver.extraClassPath``
                                              nor ``spark.jars.packages``
                                              (0.6x the JVM CPU of a start and first MERGEs)
+``spark.sql.iceberg.vectorization.enabled``  ``false``: Iceberg 1.10's vectorized Parquet reader
+                                             leaks the direct memory of every batch whose rows
+                                             carry row lineage, which a MERGE into a
+                                             format-version 3 table reads (apache/iceberg#17241,
+                                             fixed by #17296 after 1.11.0): about 12 MB per MERGE
+                                             over 400k rows, until the driver (or an executor)
+                                             fails with ``OutOfMemoryError: Cannot reserve ...
+                                             direct buffer memory`` (a 10M-change drain did,
+                                             in its 26th chunk). Row-by-row reads keep it flat
+                                             at a MERGE's cost of about 20% more; set ``true``
+                                             with an Iceberg runtime that holds the fix
 ``spark.ui.enabled``                         ``false`` for a local master
 ``spark.sql.shuffle.partitions``             the cores of a local master (``local[2]``: 2):
                                              one task per core, fewer and larger data files;
@@ -92,6 +103,7 @@ if TYPE_CHECKING:
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 JDBC_CATALOG_IMPL = "org.apache.iceberg.jdbc.JdbcCatalog"
+VECTORIZATION = "spark.sql.iceberg.vectorization.enabled"
 WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
 DEFAULT_APP_NAME = "airflow-provider-binlog"
 
@@ -215,6 +227,7 @@ def session_conf(
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        VECTORIZATION: "false",  # Iceberg 1.10 leaks a v3 MERGE's direct memory (module docstring)
     }
     if master.startswith("local"):
         out["spark.ui.enabled"] = "false"

@@ -214,6 +214,11 @@ def test_session_conf_defaults_and_overrides(tmp_path: Path, monkeypatch: pytest
     # no adaptive re-planning on a local master (nothing to coalesce); a user's setting wins
     assert session_conf()["spark.sql.adaptive.enabled"] == "false"
     assert session_conf(conf={"spark.sql.adaptive.enabled": "true"})["spark.sql.adaptive.enabled"] == "true"
+    # row-by-row Iceberg reads on every master (1.10's vectorized reads leak a v3 MERGE's direct
+    # memory); a user's setting wins
+    vectorization = "spark.sql.iceberg.vectorization.enabled"
+    assert session_conf()[vectorization] == session_conf(master="yarn")[vectorization] == "false"
+    assert session_conf(conf={vectorization: "true"})[vectorization] == "true"
     # a property of the default catalog alone keeps the default catalog
     conf = session_conf(conf={"spark.sql.catalog.lake.cache-enabled": "false"})
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
