@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_binlog.lake import commits, file_append, new_keys
@@ -100,6 +101,12 @@ def test_every_type_reads_back_as_spark_writes_it(
     # the same rows in the same chunks: file for file, the same metrics
     assert sorted(_metrics(spark, by_driver)) == sorted(_metrics(spark, by_spark))
     assert len(_metrics(spark, by_driver, written)) == 3
+    # dictionary pages for the strings and binaries only (Layout.dictionary)
+    meta = pq.ParquetFile(written[-1].removeprefix("file:")).metadata
+    chunks = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
+    paged = {c.path_in_schema for c in chunks if c.has_dictionary_page}
+    strings = {c.path_in_schema for c in chunks if c.physical_type == "BYTE_ARRAY"}
+    assert paged and paged <= strings, (paged, strings)
 
 
 def test_a_key_lookup_prunes_the_drivers_files(spark: Any, written: list[str]) -> None:
@@ -149,6 +156,7 @@ def test_the_layout_of_a_plain_table(spark: Any) -> None:
         ("v", {b"PARQUET:field_id": b"2"}),
     ]
     assert shape.sources == ("ID", "v") and shape.codec == "zstd" and shape.level is None
+    assert shape.dictionary == ("v",)  # strings only
 
 
 @pytest.mark.parametrize(
