@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -301,7 +302,7 @@ class Drain:
             if self.loop is not None:  # what the run read and committed, also when it failed
                 self.observing.tables(self.loop.merger, self.loop.totals)
             collector.__exit__()
-            self._close()
+            self._close(failing=sys.exc_info()[1] is not None)
 
     def _interval(self, point: Any, plan: interval_ends.StopPlan) -> Any:
         """For an interval run (a timestamp stop): both ends (the summary's ``interval``) and the
@@ -454,9 +455,27 @@ class Drain:
             )
             return None
 
-    def _close(self) -> None:
+    def _close(self, failing: bool = False) -> None:
         """Close the merger and stop Spark (when this run owns it), also when they were made but never
-        used; the committer thread has ended."""
+        used; the committer thread has ended.
+
+        :param failing: the run is failing: an error here is logged as a warning instead of raised,
+            so the run's own error (what failed, where the cursor stays) is the one the task shows
+            (a driver JVM that died refuses every later call, its stop too).
+        """
+        if not failing:
+            self._close_all()
+            return
+        try:
+            self._close_all()
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: closing after the failure below failed too: "
+                f"{type(exc).__name__}: {exc}",
+            )
+
+    def _close_all(self) -> None:
         merger: Any = self.loop.merger if self.loop is not None else None
         if merger is None and self.starting is not None and self.starting.exception() is None:
             merger = self.starting.result()  # made, never used
@@ -464,8 +483,13 @@ class Drain:
             self.spark = merger.spark
         if self.spark is None and self.session is not None and self.session.exception() is None:
             self.spark = self.session.result()  # started, never used
-        if merger is not None:
-            merger.close()
+        try:
+            if merger is not None:
+                merger.close()
+        finally:
+            self._stop_spark()
+
+    def _stop_spark(self) -> None:
         if self.spark is not None and self.settings.stop_spark:
             from airflow_provider_binlog.lake.session import stop_session
 

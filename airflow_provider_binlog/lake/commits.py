@@ -61,6 +61,7 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
+from airflow_provider_binlog.lake import jvm_log
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
 from airflow_provider_binlog.lake.java_maps import string_map
 
@@ -402,6 +403,19 @@ def landed(table: Any, properties: Mapping[str, str], max_depth: int = 10_000) -
     return False
 
 
+def _jvm_stopped() -> str:
+    """What stopped the driver JVM, when it reported an error that stops it (else nothing): Spark's
+    own error then only says its context was shut down."""
+    found = jvm_log.fatal()
+    if found is None:
+        return ""
+    return (
+        f". The Spark driver JVM stopped on {found}: give it more memory (spark.driver.memory; for "
+        "direct buffer memory -XX:MaxDirectMemorySize in spark.driver.extraJavaOptions) or commit "
+        "smaller chunks (max_rows_per_commit), then run the task again"
+    )
+
+
 def commit(
     spark: SparkSession,
     target: str,
@@ -449,6 +463,7 @@ def commit(
                 raise LakeStatementError(
                     f"commit to {target} (changes {changes or 'unknown'}) failed in Spark: "
                     f"{type(exc).__name__}: {_first_line(exc)}; the cursor stays before these changes"
+                    f"{_jvm_stopped()}"
                 ) from exc
             short = conflict.rsplit(".", 1)[-1]
             table = load_iceberg_table(spark, target)

@@ -58,11 +58,25 @@ def levels(lines: Iterable[bytes]) -> Iterable[tuple[int, str]]:
         yield current, line.decode("utf-8", errors="replace")
 
 
+_FATAL = re.compile(r"\bjava\.lang\.(OutOfMemoryError|InternalError)\b.*")
+_fatal: list[str] = []
+"""The first line of the JVM's stderr naming an error that stops it, once one came."""
+
+
+def fatal() -> str | None:
+    """The first ``java.lang.OutOfMemoryError`` (or ``InternalError``) the driver JVM this process
+    started reported on its stderr, if any: Spark stops the JVM on it, so every later call fails
+    without saying why (``SparkContext was shut down``, a refused connection)."""
+    return _fatal[0] if _fatal else None
+
+
 def _pump(stream: IO[bytes]) -> None:
     """Log the lines of ``stream`` until it ends (the JVM exited)."""
     with stream:
         for level, text in levels(iter(stream.readline, b"")):
             log.log(level, "%s", text)
+            if not _fatal and (found := _FATAL.search(text)) is not None:
+                _fatal.append(found.group(0))
 
 
 def _gateway(conf: Any, settings: Mapping[str, str], stderr: int) -> Any:

@@ -6,6 +6,7 @@ no ERROR lines in a task run by Airflow's supervisor (``airflow dags test --use-
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -23,17 +24,24 @@ from airflow_harness import AIRFLOW, DagRunResult, Shop, make_context
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.dev.services import free_port
 from airflow_provider_binlog.lake.errors import LakeStatementError
+from airflow_provider_binlog.lake.merge import ChangeMerger
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def test_a_merge_failing_in_spark_is_our_error(
-    shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, caplog: pytest.LogCaptureFixture
+    shop: Shop,
+    conns: dict[str, str],
+    spark: Any,
+    spark_warehouse: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The lake table of ``shop.orders`` made unmergeable by hand (a row-level operation mode Iceberg
     does not know): the next run fails with LakeStatementError naming the table and the chunk's
-    range on its first line, Spark's error as the cause and no Java stack trace in the message."""
+    range on its first line, Spark's error as the cause and no Java stack trace in the message; when
+    closing after it fails too (a driver JVM that died refuses every call), that error is a warning
+    and the run's own error is still the one raised."""
     dest = f"tasklog-{uuid.uuid4().hex[:8]}"
     ns = dest.replace("-", "_")
 
@@ -63,6 +71,21 @@ def test_a_merge_failing_in_spark_is_our_error(
     assert "\tat " not in message and "at org.apache" not in message and len(message) < 800, message
     cause = error.__cause__
     assert cause is not None and "no-such-mode" in str(cause), cause
+
+    def refused(self: Any) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    reported: list[tuple[int, str]] = []
+    monkeypatch.setattr(ChangeMerger, "close", refused)
+    monkeypatch.setattr(
+        BinlogToSparkOperator, "_report", lambda self, level, line: reported.append((level, line))
+    )
+    with pytest.raises(LakeStatementError) as again:
+        operator().execute(make_context(run_id="third"))
+    assert str(again.value).splitlines()[0] == first
+    warned = [(level, line) for level, line in reported if "closing after the failure below" in line]
+    assert warned == [(logging.WARNING, f"destination {dest}: closing after the failure below failed too: "
+                       "ConnectionRefusedError: [Errno 111] Connection refused")], reported  # fmt: skip
 
 
 _DAG = """
