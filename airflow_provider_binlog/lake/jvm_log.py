@@ -58,15 +58,15 @@ def levels(lines: Iterable[bytes]) -> Iterable[tuple[int, str]]:
         yield current, line.decode("utf-8", errors="replace")
 
 
-_FATAL = re.compile(r"\bjava\.lang\.(OutOfMemoryError|InternalError)\b.*")
+_FATAL = re.compile(r"\bjava\.lang\.OutOfMemoryError\b.*")
 _fatal: list[str] = []
-"""The first line of the JVM's stderr naming an error that stops it, once one came."""
+"""The first ``OutOfMemoryError`` line of the stderr of the JVM :func:`launch` started last."""
 
 
 def fatal() -> str | None:
-    """The first ``java.lang.OutOfMemoryError`` (or ``InternalError``) the driver JVM this process
-    started reported on its stderr, if any: Spark stops the JVM on it, so every later call fails
-    without saying why (``SparkContext was shut down``, a refused connection)."""
+    """The first ``java.lang.OutOfMemoryError`` the driver JVM this process started last reported
+    on its stderr, if any: Spark stops the JVM on it, so every later call fails without saying why
+    (``SparkContext was shut down``, a refused connection)."""
     return _fatal[0] if _fatal else None
 
 
@@ -116,6 +116,7 @@ def launch(settings: Mapping[str, str]) -> bool:
         conf = SparkConf()
         for key, value in settings.items():
             conf.set(key, value)
+        _fatal.clear()  # a new JVM: what stopped an earlier one is not its story
         # read from before the start: why a JVM that does not come up failed is logged too
         read_end, write_end = os.pipe()
         reader = os.fdopen(read_end, "rb")
