@@ -578,17 +578,13 @@ def run_operator(params: dict[str, Any]) -> dict[str, Any]:
     p = ctx.Process(target=operator_run, args=(params, q))
     p.start()
     try:
-        while True:  # an operator process that died without a result ends the wait
+        out: dict[str, Any] | None = None
+        while out is None:  # an operator process that died without a result ends the wait
+            alive = p.is_alive()  # before the wait: a result put just before the end is still read
             try:
-                out: dict[str, Any] = q.get(timeout=5)
-                break
+                out = q.get(timeout=5)
             except queue.Empty:
-                if p.is_alive():
-                    continue
-                try:  # it may have put its result just before it ended
-                    out = q.get(timeout=5)
-                    break
-                except queue.Empty:
+                if not alive:
                     p.join()
                     raise SystemExit(
                         f"operator run {params['task_id']} died without a result (exit {p.exitcode})"

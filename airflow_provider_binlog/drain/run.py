@@ -463,12 +463,11 @@ class Drain:
             so the run's own error (what failed, where the cursor stays) is the one the task shows
             (a driver JVM that died refuses every later call, its stop too).
         """
-        if not failing:
-            self._close_all()
-            return
         try:
             self._close_all()
         except Exception as exc:
+            if not failing:
+                raise
             self.report(
                 logging.WARNING,
                 f"destination {self.destination}: closing after the failure below failed too: "

@@ -173,6 +173,7 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
     level_text = props.get("write.parquet.compression-level")
     schema = table.schema()
     fields = []
+    dictionary = []
     for name, arrow in columns:
         field = schema.caseInsensitiveFindField(name)
         wanted = iceberg_type(arrow)
@@ -180,6 +181,8 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
             return None
         metadata = {FIELD_ID: str(int(field.fieldId())).encode()}
         fields.append(pa.field(str(field.name()), arrow, nullable=True, metadata=metadata))
+        if wanted in ("string", "binary"):
+            dictionary.append(str(field.name()))
     if len(fields) != len(schema.columns()):
         return None
     if _filesystem_for(root) is None:
@@ -189,16 +192,7 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
         sources=tuple(name for name, _ in columns),
         codec=codec,
         level=int(level_text) if level_text is not None and str(level_text).isdigit() else None,
-        dictionary=tuple(f.name for f in fields if _has_dictionary(f.type)),
-    )
-
-
-def _has_dictionary(arrow: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_string(arrow)
-        or pa.types.is_large_string(arrow)
-        or pa.types.is_binary(arrow)
-        or pa.types.is_large_binary(arrow)
+        dictionary=tuple(dictionary),
     )
 
 
