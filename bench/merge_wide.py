@@ -36,6 +36,7 @@ The tasks' own CPU is under 0.1 s per commit in every variant: the rest is the d
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import decimal
 import glob
@@ -45,6 +46,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -139,6 +141,41 @@ def spark_work(evs: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def _product_frame() -> str:
+    """The innermost caller in the product's package, as ``module:line function``."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "airflow_provider_binlog" in name:
+            return f"{name.rsplit('airflow_provider_binlog/', 1)[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+        frame = frame.f_back
+    return "(outside the product)"
+
+
+class Py4jCalls:
+    """Counts the commands this process sends to the JVM (py4j round trips), on every thread."""
+
+    def __init__(self) -> None:
+        from py4j import clientserver, java_gateway
+
+        self.count = 0
+        self.sites: collections.Counter[str] = collections.Counter()
+        trace = bool(os.environ.get("BENCH_PY4J_SITES"))
+        for cls in (clientserver.ClientServerConnection, java_gateway.GatewayConnection):
+            original = cls.send_command
+
+            def counted(conn: Any, command: str, _original: Any = original) -> Any:
+                self.count += 1  # a lost increment under threads is noise, not a wrong figure
+                if trace:
+                    site = _product_frame()
+                    if site == "(outside the product)":
+                        site += " " + command.split("\n", 2)[0] + " " + threading.current_thread().name[:20]
+                    self.sites[site] += 1
+                return _original(conn, command)
+
+            cls.send_command = counted  # type: ignore[method-assign]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", type=int, default=40)
@@ -168,6 +205,7 @@ def main() -> None:
         f"product {os.environ.get('BENCH_PRODUCT') or 'this checkout'}, conf {args.conf}",
         flush=True,
     )
+    calls = Py4jCalls()
     seen = 0
     try:
         for rnd in range(args.rounds + 1):
@@ -175,12 +213,14 @@ def main() -> None:
             entries = list(src.changes(per, inserts_only=rnd == 0 or args.inserts))
             _, seen = events(log_dir, seen)
             j0, o0, t0 = jvm.cpu_times(), me.cpu_times(), time.perf_counter()
+            c0 = calls.count
             with ChangeMerger(spark, "bench", routes, max_rows=10**9, parallel=args.parallel) as merger:
                 merger.load_marks()
                 merger.add_many(entries)
                 counts = merger.commit(merger.take(), entries[-1].end_position)
             wall = time.perf_counter() - t0
             j1, o1 = jvm.cpu_times(), me.cpu_times()
+            sent = calls.count - c0
             time.sleep(0.5)  # the event log's writer catches up
             evs, seen = events(log_dir, seen)
             work_done = spark_work(evs)
@@ -192,10 +232,13 @@ def main() -> None:
                 f"{label:>8}: {len(entries)} changes, {commits} commits, wall {wall:.1f} s, "
                 f"JVM CPU {jcpu:.1f} s "
                 f"({jcpu / max(commits, 1):.3f}/commit; tasks {work_done['task_cpu']:.1f} s), operator CPU "
-                f"{ocpu:.1f} s; Spark jobs {work_done['jobs']:.0f}, stages {work_done['stages']:.0f}, "
+                f"{ocpu:.1f} s; py4j calls {sent} ({sent / max(commits, 1):.0f}/commit); "
+                f"Spark jobs {work_done['jobs']:.0f}, stages {work_done['stages']:.0f}, "
                 f"tasks {work_done['tasks']:.0f}; load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
+        for site, n in calls.sites.most_common(40):
+            print(f"  {n:7d}  {site}")
     finally:
         spark.stop()
         if not os.environ.get("BENCH_KEEP"):

@@ -63,6 +63,7 @@ from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import jvm_log
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
+from airflow_provider_binlog.lake.java_classes import java_class, java_static
 from airflow_provider_binlog.lake.java_maps import string_map
 
 if TYPE_CHECKING:
@@ -192,9 +193,9 @@ def load_iceberg_table(spark: SparkSession, name: str) -> Any | None:
     from airflow_provider_binlog.lake.session import activate
 
     activate(spark)  # Spark3Util resolves the catalog through the thread's active session
-    jvm: Any = spark._jvm
+    load = java_static(spark, "org.apache.iceberg.spark.Spark3Util", "loadIcebergTable")
     try:
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+        return load(spark._jsparkSession, name)
     except AnalysisException as exc:
         if exc.getErrorClass() in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND"):
             return None
@@ -226,7 +227,7 @@ def mark_of(
     while snap is not None and depth < max_depth:
         summary = snap.summary()
         if summary.get(DESTINATION) == destination and summary.get(ORDER_KEY):
-            return _mark_from_summary(string_map(spark._jvm, summary), int(snap.snapshotId()))
+            return _mark_from_summary(string_map(spark, summary), int(snap.snapshotId()))
         parent = snap.parentId()
         snap = table.snapshot(parent) if parent is not None else None
         depth += 1
@@ -236,13 +237,13 @@ def mark_of(
 @contextlib.contextmanager
 def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
     """Attach ``properties`` to every Iceberg commit this thread makes inside the block."""
-    jvm: Any = spark._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    cls = jvm.java.lang.Class.forName("org.apache.iceberg.spark.CommitMetadata", True, loader)
+    loader = java_static(spark, "java.lang.Thread", "currentThread")().getContextClassLoader()
+    for_name = java_static(spark, "java.lang.Class", "forName")
+    cls = for_name("org.apache.iceberg.spark.CommitMetadata", True, loader)
     field = cls.getDeclaredField("COMMIT_PROPERTIES")
     field.setAccessible(True)
     local = field.get(None)
-    jmap = jvm.java.util.HashMap()
+    jmap = java_class(spark, "java.util.HashMap")()
     for k, v in properties.items():
         jmap.put(k, v)
     local.set(jmap)

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.lake import merge_sql
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError, TypeMappingError
+from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.options import TargetOptions, option_columns
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.lake.types import LakeColumn, map_column, widening
@@ -112,8 +113,7 @@ def spark_types(spark: SparkSession, target: str) -> dict[str, str]:
         return {f.name.lower(): f.dataType.simpleString() for f in spark.table(target).schema.fields}
     from pyspark.sql.types import StructType
 
-    jvm: Any = spark._jvm
-    struct = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
+    struct = java_static(spark, "org.apache.iceberg.spark.SparkSchemaUtil", "convert")(table.schema())
     # as DataFrame.schema reads it: one JSON string, not py4j calls per field
     fields = StructType.fromJson(json.loads(struct.json())).fields
     return {f.name.lower(): f.dataType.simpleString() for f in fields}

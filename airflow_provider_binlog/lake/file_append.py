@@ -46,7 +46,9 @@ from pyarrow import fs as pafs
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.staging import filesystem_of
+from airflow_provider_binlog.lake.table_schema import columns_of
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -171,19 +173,19 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
     if codec is None:
         return None
     level_text = props.get("write.parquet.compression-level")
-    schema = table.schema()
+    schema = columns_of(spark, table.schema())
     fields = []
     dictionary = []
     for name, arrow in columns:
-        field = schema.caseInsensitiveFindField(name)
+        field = schema.find(name)
         wanted = iceberg_type(arrow)
-        if field is None or wanted is None or not field.isOptional() or str(field.type()) != wanted:
+        if field is None or wanted is None or not field.optional or field.type != wanted:
             return None
-        metadata = {FIELD_ID: str(int(field.fieldId())).encode()}
-        fields.append(pa.field(str(field.name()), arrow, nullable=True, metadata=metadata))
+        metadata = {FIELD_ID: str(field.id).encode()}
+        fields.append(pa.field(field.name, arrow, nullable=True, metadata=metadata))
         if wanted in ("string", "binary"):
-            dictionary.append(str(field.name()))
-    if len(fields) != len(schema.columns()):
+            dictionary.append(field.name)
+    if len(fields) != len(schema.fields):
         return None
     if _filesystem_for(root) is None:
         return None  # a scheme pyarrow does not know
@@ -335,14 +337,13 @@ def append(
 def data_file(spark: SparkSession, table: Any, location: str) -> Any:
     """The JVM ``DataFile`` of a Parquet file in ``table``'s location, its metrics read from its
     footer under the table's metrics settings."""
-    jvm: Any = spark._jvm
-    iceberg = jvm.org.apache.iceberg
     source = table.io().newInputFile(location)
-    metrics = iceberg.parquet.ParquetUtil.fileMetrics(source, iceberg.MetricsConfig.forTable(table))
+    config = java_static(spark, "org.apache.iceberg.MetricsConfig", "forTable")(table)
+    metrics = java_static(spark, "org.apache.iceberg.parquet.ParquetUtil", "fileMetrics")(source, config)
     return (
-        iceberg.DataFiles.builder(table.spec())
+        java_static(spark, "org.apache.iceberg.DataFiles", "builder")(table.spec())
         .withInputFile(source)
-        .withFormat(iceberg.FileFormat.PARQUET)
+        .withFormat(java_static(spark, "org.apache.iceberg.FileFormat", "PARQUET"))
         .withMetrics(metrics)
         .build()
     )

@@ -11,12 +11,17 @@ about a millisecond, and exact for any text a value holds.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_binlog.lake.java_classes import java_static
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
-def string_map(jvm: Any, jmap: Any) -> dict[str, str]:
+def string_map(spark: SparkSession, jmap: Any) -> dict[str, str]:
     """The entries of the JVM map ``jmap`` (string keys and values; a ``null`` value reads ``None``)."""
-    text = jvm.org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(jmap)
+    text = java_static(spark, "org.apache.iceberg.util.JsonUtil", "mapper")().writeValueAsString(jmap)
     loaded = json.loads(text)
     if not isinstance(loaded, dict):
         raise TypeError(f"not a map: {type(loaded).__name__}")

@@ -50,7 +50,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_binlog.lake import file_append
+from airflow_provider_binlog.lake.java_classes import java_class
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
+from airflow_provider_binlog.lake.table_schema import Columns, columns_of
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -85,7 +87,7 @@ def untouched_snapshot(
     if not ranges or table is None:
         return None
     snapshot = table.currentSnapshot()  # as this session plans on it (no refresh: like the MERGE)
-    schema = table.schema()
+    schema = columns_of(spark, table.schema())
     found = range_filter(spark, schema, ranges)
     if found is None:
         return None
@@ -98,29 +100,24 @@ def untouched_snapshot(
                 return None
         finally:
             files.close()
-    # last: a py4j call per column (most pieces of a mixed workload stop at the files above)
-    if sorted(str(c.name()).lower() for c in schema.columns()) != sorted(c.lower() for c in columns):
+    if sorted(n.lower() for n in schema.names()) != sorted(c.lower() for c in columns):
         return None
     return snapshot_id
 
 
-def range_filter(spark: SparkSession, schema: Any, ranges: Mapping[str, tuple[int, int]]) -> Any | None:
-    """The JVM ``Expression`` "every ranged key column within its range" on a table ``schema``, or
-    ``None`` when a column is not an int or long column of it (or a range does not fit a long)."""
-    jvm: Any = spark._jvm
-    expressions = jvm.org.apache.iceberg.expressions.Expressions
+def range_filter(spark: SparkSession, schema: Columns, ranges: Mapping[str, tuple[int, int]]) -> Any | None:
+    """The JVM ``Expression`` "every ranged key column within its range" on a table of columns
+    ``schema``, or ``None`` when a column is not an int or long column of it (or a range does not
+    fit a long)."""
+    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
     found = None
     for name, (lo, hi) in ranges.items():
-        field = schema.caseInsensitiveFindField(name)
-        if (
-            field is None
-            or str(field.type()) not in ("int", "long")
-            or not (_LONG_MIN <= lo <= hi <= _LONG_MAX)
-        ):
+        field = schema.find(name)
+        if field is None or field.type not in ("int", "long") or not (_LONG_MIN <= lo <= hi <= _LONG_MAX):
             return None
         bound = getattr(expressions, "and")(
-            expressions.greaterThanOrEqual(field.name(), int(lo)),
-            expressions.lessThanOrEqual(field.name(), int(hi)),
+            expressions.greaterThanOrEqual(field.name, int(lo)),
+            expressions.lessThanOrEqual(field.name, int(hi)),
         )
         found = bound if found is None else getattr(expressions, "and")(found, bound)
     return found
@@ -176,7 +173,7 @@ def insert_file(
     if soft_delete:
         written.append((DELETED_COLUMN, pa.bool_()))
     shape = file_append.layout(spark, table, written)
-    row_filter = range_filter(spark, table.schema(), ranges) if shape is not None else None
+    row_filter = range_filter(spark, columns_of(spark, table.schema()), ranges) if shape is not None else None
     if shape is None or row_filter is None:
         return False
 

@@ -59,8 +59,10 @@ from pyroaring import BitMap64
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import file_append
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.java_classes import java_class, java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
 from airflow_provider_binlog.lake.options import ACTION_COLUMN
+from airflow_provider_binlog.lake.table_schema import columns_of
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -345,19 +347,20 @@ def upserts_with_lineage(part: pa.Table, key: str, matched: Matched) -> pa.Table
 def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> tuple[str, list[Any]]:
     """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location;
     return ``(its location, the JVM DeleteFile of each, in order)``."""
-    jvm: Any = spark._jvm
-    iceberg = jvm.org.apache.iceberg
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}-deletes.puffin"))
-    writer = iceberg.puffin.Puffin.write(table.io().newOutputFile(location)).createdBy(CREATED_BY).build()
+    output = table.io().newOutputFile(location)
+    puffin = java_static(spark, "org.apache.iceberg.puffin.Puffin", "write")
+    writer = puffin(output).createdBy(CREATED_BY).build()
     try:
-        fields = jvm.java.util.ArrayList()
-        fields.add(iceberg.MetadataColumns.ROW_POSITION.fieldId())
+        fields = java_class(spark, "java.util.ArrayList")()
+        fields.add(java_static(spark, "org.apache.iceberg.MetadataColumns", "ROW_POSITION").fieldId())
+        blob_class = java_class(spark, "org.apache.iceberg.puffin.Blob")
         for m in marked:
-            props = jvm.java.util.HashMap()
+            props = java_class(spark, "java.util.HashMap")()
             props.put("referenced-data-file", m.location)
             props.put("cardinality", str(len(m.positions)))
-            blob = jvm.java.nio.ByteBuffer.wrap(dv_blob(m.positions))
-            writer.write(iceberg.puffin.Blob(DV_BLOB, fields, -1, -1, blob, None, props))
+            blob = java_static(spark, "java.nio.ByteBuffer", "wrap")(dv_blob(m.positions))
+            writer.write(blob_class(DV_BLOB, fields, -1, -1, blob, None, props))
         writer.finish()
         blobs = writer.writtenBlobsMetadata()
         size = int(writer.fileSize())
@@ -367,9 +370,9 @@ def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> 
     for i, m in enumerate(marked):
         meta = blobs.get(i)
         files.append(
-            iceberg.FileMetadata.deleteFileBuilder(table.spec())
+            java_static(spark, "org.apache.iceberg.FileMetadata", "deleteFileBuilder")(table.spec())
             .ofPositionDeletes()
-            .withFormat(iceberg.FileFormat.PUFFIN)
+            .withFormat(java_static(spark, "org.apache.iceberg.FileFormat", "PUFFIN"))
             .withPath(location)
             .withFileSizeInBytes(size)
             .withReferencedDataFile(m.location)
@@ -392,11 +395,10 @@ def commit_delta(
     properties: Mapping[str, str],
 ) -> None:
     """Commit the piece's row delta with the validation of Spark's MERGE (module docstring)."""
-    jvm: Any = spark._jvm
     op = table.newRowDelta()
     if data is not None:
         op = op.addRows(data)
-    referenced = jvm.java.util.ArrayList()
+    referenced = java_class(spark, "java.util.ArrayList")()
     for vector, m in zip(vectors, marked, strict=True):
         op = op.addDeletes(vector)
         for old in m.previous:
@@ -417,11 +419,10 @@ def commit_delta(
 
 def applicable(table: Any, spark: SparkSession) -> bool:
     """Format-version 3 or later, merged merge-on-read."""
-    jvm: Any = spark._jvm
     props = table.properties()
     if str(props.getOrDefault("write.merge.mode", "copy-on-write")).lower() != "merge-on-read":
         return False
-    return int(jvm.org.apache.iceberg.TableUtil.formatVersion(table)) >= 3
+    return int(java_static(spark, "org.apache.iceberg.TableUtil", "formatVersion")(table)) >= 3
 
 
 def merge_file(
@@ -452,18 +453,18 @@ def merge_file(
     if not enabled() or table is None or table.currentSnapshot() is None or not applicable(table, spark):
         return False
     shape = file_append.layout(spark, table, [(c.name, c.type.arrow) for c in columns])
-    field = table.schema().caseInsensitiveFindField(key)
+    schema = columns_of(spark, table.schema())
+    field = schema.find(key)
     if shape is None or field is None:
         return False
-    jvm: Any = spark._jvm
-    row_filter = range_filter(spark, table.schema(), ranges) if ranges else None
+    row_filter = range_filter(spark, schema, ranges) if ranges else None
     if row_filter is None:
-        row_filter = jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
+        row_filter = java_static(spark, "org.apache.iceberg.expressions.Expressions", "alwaysTrue")()
     keys = pa.chunked_array([part.column(0) for part in staged(columns=[key])]).combine_chunks()
     if pa.types.is_floating(keys.type):
         return False  # Spark's = holds NaN = NaN and -0.0 = 0.0; a hash lookup may not
     snapshot_id = int(table.currentSnapshot().snapshotId())  # as the MERGE plans: no refresh
-    matched = plan(table, snapshot_id, row_filter, int(field.fieldId()), keys)
+    matched = plan(table, snapshot_id, row_filter, field.id, keys)
     if matched is None or (not matched.marked and upserts == 0):
         return False  # Spark merges it (or commits the piece's mark when it changes nothing)
     marked = matched.marked

@@ -279,8 +279,9 @@ def activate(spark: SparkSession) -> None:
     ``spark.sql`` (Iceberg's ``Spark3Util``, the commit marks) resolve catalogs through the active
     session and would not see our catalog there (``REQUIRES_SINGLE_PART_NAMESPACE``).
     """
-    jvm: Any = spark._jvm
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    from airflow_provider_binlog.lake.java_classes import java_static
+
+    java_static(spark, "org.apache.spark.sql.SparkSession", "setActiveSession")(spark._jsparkSession)
 
 
 def has_active_session() -> bool:

@@ -32,7 +32,7 @@ def check_writers(
     if table is None:
         return
     table.refresh()
-    props = string_map(spark._jvm, table.properties())
+    props = string_map(spark, table.properties())
     problem = writers_problem(props, display, destination, opts)
     if problem is not None:
         raise LakeError(problem)

@@ -33,8 +33,8 @@ def test_awkward_text_reads_exactly(spark: Any) -> None:
     jmap = spark._jvm.java.util.HashMap()
     for k, v in AWKWARD.items():
         jmap.put(k, v)
-    assert string_map(spark._jvm, jmap) == AWKWARD == one_by_one(jmap)
-    assert string_map(spark._jvm, spark._jvm.java.util.HashMap()) == {}
+    assert string_map(spark, jmap) == AWKWARD == one_by_one(jmap)
+    assert string_map(spark, spark._jvm.java.util.HashMap()) == {}
 
 
 def test_a_commits_summary_and_a_tables_properties(spark: Any) -> None:
@@ -53,11 +53,11 @@ def test_a_commits_summary_and_a_tables_properties(spark: Any) -> None:
     table = commits.load_iceberg_table(spark, name)
     assert table is not None
     summary = table.currentSnapshot().summary()
-    read = string_map(spark._jvm, summary)
+    read = string_map(spark, summary)
     assert read == one_by_one(summary)
     assert {k: read[k] for k in props} == dict(props)
     assert read["added-records"] == "2"
-    properties = string_map(spark._jvm, table.properties())
+    properties = string_map(spark, table.properties())
     assert properties == one_by_one(table.properties()) and properties["note"] == "a, b=c"
     mark = commits.read_mark(spark, name, "dest, with=odd {chars}")
     assert mark is not None

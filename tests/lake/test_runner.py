@@ -15,6 +15,14 @@ from airflow_provider_binlog.lake.runner import TargetRunner
 WAIT = 30.0  # seconds; only reached when the behaviour under test is missing
 
 
+@pytest.fixture(autouse=True)
+def activated(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The sessions made active on the pool's threads (no JVM here)."""
+    calls: list[Any] = []
+    monkeypatch.setattr("airflow_provider_binlog.lake.runner.activate", calls.append)
+    return calls
+
+
 def runner(parallel: int, spark: Any = None) -> TargetRunner:
     spark = spark if spark is not None else mock.MagicMock(name="spark")
     return TargetRunner(spark, parallel, committed=lambda target, mark: None)
@@ -38,16 +46,14 @@ def test_map_runs_items_side_by_side_and_keeps_their_order() -> None:
     assert threading.get_ident() not in threads and len(threads) == 3
 
 
-def test_map_makes_the_session_active_on_its_threads() -> None:
+def test_map_makes_the_session_active_on_its_threads(activated: list[Any]) -> None:
     spark = mock.MagicMock(name="spark")
     r = runner(2, spark)
     try:
         r.map(lambda n: n, range(4))
     finally:
         r.close()
-    jvm_session = spark._jvm.org.apache.spark.sql.SparkSession
-    assert jvm_session.setActiveSession.call_count == 4
-    jvm_session.setActiveSession.assert_called_with(spark._jsparkSession)
+    assert activated == [spark] * 4
 
 
 def test_map_waits_for_every_item_then_raises_the_first_failure_in_order() -> None:
