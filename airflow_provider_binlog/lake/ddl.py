@@ -27,7 +27,6 @@ out readers older than Iceberg 1.8.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -35,9 +34,9 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.lake import merge_sql
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError, TypeMappingError
-from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.options import TargetOptions, option_columns
 from airflow_provider_binlog.lake.sql import quote_parts
+from airflow_provider_binlog.lake.table_schema import spark_fields
 from airflow_provider_binlog.lake.types import LakeColumn, map_column, widening
 
 if TYPE_CHECKING:
@@ -109,13 +108,8 @@ def spark_types(spark: SparkSession, target: str) -> dict[str, str]:
     ``SparkSchemaUtil.convert`` of the table's schema, read from the loaded table without analysing
     a query (a fresh session's first analysis took 0.2 s: a fifth of a small run's merge)."""
     table = load_iceberg_table(spark, target)
-    if table is None:  # Spark's own error names what is missing
-        return {f.name.lower(): f.dataType.simpleString() for f in spark.table(target).schema.fields}
-    from pyspark.sql.types import StructType
-
-    struct = java_static(spark, "org.apache.iceberg.spark.SparkSchemaUtil", "convert")(table.schema())
-    # as DataFrame.schema reads it: one JSON string, not py4j calls per field
-    fields = StructType.fromJson(json.loads(struct.json())).fields
+    # Spark's own error names what is missing
+    fields = spark.table(target).schema.fields if table is None else spark_fields(spark, table)
     return {f.name.lower(): f.dataType.simpleString() for f in fields}
 
 

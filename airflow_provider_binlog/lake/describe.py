@@ -66,12 +66,13 @@ def describe_table(spark: SparkSession, target: str) -> dict[str, Any]:
     :param target: the table's name (dotted, parts in backticks where needed).
     """
     from airflow_provider_binlog.lake.commits import load_iceberg_table
+    from airflow_provider_binlog.lake.table_schema import spark_fields
 
     name = quote_parts(parse_name(target))
     table = load_iceberg_table(spark, name)
     if table is None:
         return describe_statement(spark, target)
-    columns = [[f.name, f.dataType.simpleString()] for f in spark.table(name).schema.fields]
+    columns = [[f.name, f.dataType.simpleString()] for f in spark_fields(spark, table)]
     return {"location": str(table.location()) or None, "columns": columns}
 
 

@@ -17,6 +17,7 @@ from airflow_provider_binlog.lake.java_classes import java_static
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructField
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +73,14 @@ def parse(text: str) -> Columns:
 def columns_of(spark: SparkSession, schema: Any) -> Columns:
     """The top-level columns of a JVM ``org.apache.iceberg.Schema`` (a table's ``schema()``)."""
     return parse(str(java_static(spark, "org.apache.iceberg.SchemaParser", "toJson")(schema)))
+
+
+def spark_fields(spark: SparkSession, table: Any) -> list[StructField]:
+    """The columns Spark reads from the JVM Iceberg ``table``: ``spark.table(name).schema.fields``,
+    which for an Iceberg table is ``SparkSchemaUtil.convert`` of its schema, read without analysing
+    a query (``spark.table`` was 9% of the driver JVM's CPU over a 200-table run: one analysis per
+    table for the run's lineage) and as one JSON string, not py4j calls per field."""
+    from pyspark.sql.types import StructType
+
+    struct = java_static(spark, "org.apache.iceberg.spark.SparkSchemaUtil", "convert")(table.schema())
+    return list(StructType.fromJson(json.loads(struct.json())).fields)

@@ -495,3 +495,51 @@ def test_a_commit_that_fails_after_it_landed_keeps_its_file(
         )  # fmt: skip
     spark.catalog.refreshTable(target)
     assert sorted(tuple(r) for r in spark.table(target).collect()) == [(1, "a"), (10, "x"), (20, "z")]
+
+
+@pytest.mark.parametrize("catalog", ["lake", "resolving"])
+def test_footer_metrics_equal_iceberg_s_file_metrics(spark: Any, catalog: str, tmp_path: Any) -> None:
+    """A file's metrics read with the file IO's Hadoop configuration (``HadoopFileIO``: the lake
+    catalog) or by ``fileMetrics`` itself (any other file IO: a catalog with ``ResolvingFileIO``)
+    equal ``fileMetrics``'s, for nulls, NaN, long strings a bound truncates and per-column modes."""
+    if catalog != "lake":
+        prefix = f"spark.sql.catalog.{catalog}"
+        spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
+        spark.conf.set(prefix + ".type", "hadoop")
+        spark.conf.set(prefix + ".warehouse", str(tmp_path / "warehouse"))
+        spark.conf.set(prefix + ".io-impl", "org.apache.iceberg.io.ResolvingFileIO")
+    target = f"{catalog}.m{uuid.uuid4().hex[:8]}.t"
+    spark.sql(
+        f"CREATE TABLE {target} (id bigint, s string, d double, dec decimal(12, 3), ts timestamp, b binary) "
+        "USING iceberg TBLPROPERTIES ('format-version'='3', 'write.metadata.metrics.column.s'='full', "
+        "'write.metadata.metrics.column.b'='counts')"
+    )
+    spark.sql(
+        f"INSERT INTO {target} VALUES "
+        f"(1, '{'x' * 40}', double('NaN'), 1.5, timestamp'2026-01-01 00:00:00', X'00ff'), "
+        "(2, NULL, -0.0, NULL, NULL, NULL), (3, 'é', 2.5, -7.125, timestamp'1969-12-31 23:59:59', X'')"
+    )
+    table = commits.load_iceberg_table(spark, target)
+    assert table is not None
+    want_io = "HadoopFileIO" if catalog == "lake" else "ResolvingFileIO"
+    assert str(table.io().getClass().getSimpleName()) == want_io
+    config = spark._jvm.org.apache.iceberg.MetricsConfig.forTable(table)
+    locations = [r[0] for r in spark.sql(f"SELECT file_path FROM {target}.data_files").collect()]
+    assert locations
+    for location in locations:
+        source = table.io().newInputFile(location)
+        ours = file_append.footer_metrics(spark, table, source, location)
+        theirs = spark._jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(source, config)
+        assert int(ours.recordCount()) == int(theirs.recordCount()) > 0
+        for part in (
+            "columnSizes",
+            "valueCounts",
+            "nullValueCounts",
+            "nanValueCounts",
+            "lowerBounds",
+            "upperBounds",
+        ):
+            mine, iceberg = getattr(ours, part)(), getattr(theirs, part)()
+            assert (mine is None) == (iceberg is None), part
+            assert mine is None or mine.equals(iceberg), part
+        assert theirs.lowerBounds().size() > 0
