@@ -7,7 +7,8 @@ insert costs a job: the staged Parquet file is read, every row converted to Spar
 and written again as the table's Parquet (in the insert benchmark, half of the JVM's CPU). The rows
 are already typed Arrow in the staged file, so here pyarrow copies them into a Parquet file in the
 table's data location, with each column's Iceberg field id and column statistics; Iceberg reads
-the file's metrics from its footer (``ParquetUtil.fileMetrics``, the table's metrics settings) and
+the file's metrics from its footer (``ParquetUtil.footerMetrics``, the table's metrics settings:
+:func:`footer_metrics`) and
 the file is committed by the operation Spark's write commits (:func:`commit_overwrite`, or an
 append).
 
