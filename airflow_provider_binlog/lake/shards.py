@@ -21,14 +21,12 @@ ones, one commit). A RENAME between two names routed to the table relabels the r
 (:class:`RelabelShard`). A column one shard added is added once; rows of shards that do not have it yet
 hold NULL in it, as their source has no value.
 
-Table properties (written at creation, :func:`bind`; the run start adds its own writer line to a
-table another destination created):
+Table properties (written at creation, :func:`bind`; the run start adds its own writer line):
 
 ==============================  =====================================================================
 ``binlog-cdc.shard-column``     the shard column (absent: the table has none)
 ``binlog-cdc.writer.<dest>``    one per destination writing to the table: its shard value template
-                                with ``{destination}``/``{connection}`` filled in (empty: the table
-                                has no shard column)
+                                with ``{destination}``/``{connection}`` filled in
 ==============================  =====================================================================
 
 Collisions are refused before anything is written: when the DAG is parsed, two sources of one
@@ -99,19 +97,10 @@ def fill(template: str, **values: str) -> str:
 
 def bind(opts: TargetOptions, destination: str, connection: str | None = None) -> TargetOptions:
     """``opts`` with ``{destination}`` (and ``{connection}`` when given) filled into the shard value,
-    and the table properties a new table records: this destination's writer line (its shard value;
-    empty without a shard column) and :data:`SHARD_COLUMN_PROPERTY` with one. The same options
-    again when already bound.
-
-    A table records its first writer when it is created: the run start's check
-    (:func:`.shard_writers.check_writers`) only sees tables that exist, so a second destination
-    starting before the creator's next run would otherwise find no writer and fill the table too.
-    """
+    and the table properties a new table records (:data:`SHARD_COLUMN_PROPERTY`, this
+    destination's writer line). The same options again when already bound."""
     if not opts.shard_column:
-        mine = WRITER_PREFIX + destination
-        if opts.table_properties.get(mine) == "":
-            return opts
-        return dataclasses.replace(opts, table_properties={**opts.table_properties, mine: ""})
+        return opts
     values = {"destination": destination}
     if connection is not None:
         values["connection"] = connection

@@ -16,13 +16,15 @@ from airflow_provider_binlog.lake.table_schema import Field, columns_of, parse
 
 @pytest.fixture
 def sent(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The commands this thread's py4j connection sends from now on."""
+    """The commands py4j sends from now on, but its deletes of JVM objects Python dropped (``m``
+    commands: garbage collection sends them whenever it runs)."""
     client = spark._jvm._gateway_client
     commands: list[str] = []
     original = client.send_command
 
     def record(command: str, *args: Any, **kwargs: Any) -> Any:
-        commands.append(command)
+        if not command.startswith("m\n"):
+            commands.append(command)
         return original(command, *args, **kwargs)
 
     monkeypatch.setattr(client, "send_command", record)
