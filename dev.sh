@@ -24,7 +24,8 @@ setup_system() {
     # PostgreSQL: the Iceberg JDBC catalog's database in tests, and its JDBC driver for Spark
     compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || pkgs+=(postgresql)
     [ -f /usr/share/java/postgresql.jar ] || pkgs+=(libpostgresql-jdbc-java)
-    command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
+    # a JDK: Spark's JVM, and javac for the local file system of lake/local_fs_jar.py
+    command -v javac >/dev/null || pkgs+=(openjdk-17-jdk-headless)
     "$PY" -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
     # the C row decoder (optional: without these the package installs and decodes in Python)
     command -v gcc >/dev/null || pkgs+=(gcc)

@@ -21,8 +21,9 @@ plus its first two commits then takes 0.6x the wall time and JVM CPU (``bench/sp
 * **Kept in** :func:`..jars.cache_dir` as ``spark-driver-<key>.jsa`` (about 160 MB). The key hashes
   what the JVM checks when it maps an archive: the ``java`` binary, and the name, size and mtime of
   every jar on the driver's class path (Spark's ``jars/``, from ``$SPARK_HOME`` when set, and the
-  local jars of :mod:`.jars`: Iceberg's, the relocated Jackson and the JDBC drivers, which a local
-  driver has on its class path for this reason). Installing a JDBC driver (or naming others in
+  local jars of :mod:`.jars`: Iceberg's, the relocated Jackson, the JDBC drivers and the local
+  file system of :mod:`.local_fs_jar`, which a local driver has on its class path for this reason;
+  :func:`build` builds those jars first). Installing a JDBC driver (or naming others in
   ``$BINLOG_CDC_JDBC_JARS``) so gives a new key: the driver starts without an archive until the
   next build (``dev.sh setup`` installs the driver before building), never with a stale one. A new Java,
   PySpark or Iceberg gives a new key, so a stale archive is never handed to a JVM (which would
@@ -42,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_provider_binlog.lake import jars, jvm_command
+from airflow_provider_binlog.lake import jars, jvm_command, local_fs_jar
 from airflow_provider_binlog.lake.errors import LakeError
 
 ARCHIVE_ENV = "BINLOG_CDC_CLASS_ARCHIVE"
@@ -82,9 +83,15 @@ def archive_key() -> str | None:
         classpath = sorted(spark_jars.glob("*.jar")) + jars.local_jars(build=False)
     except LakeError:
         return None
-    where = [FORMAT, str(java), str(spark_jars), *(str(p) for p in classpath if p.parent != spark_jars)]
+    where = [FORMAT, str(java), str(spark_jars), *(_where(p) for p in classpath if p.parent != spark_jars)]
     what = [_fingerprint(java), *(_fingerprint(p) for p in classpath)]
     return f"{_hash(where)}-{_hash(what)}"
+
+
+def _where(jar: Path) -> str:
+    """A local jar's place in the key: its path, but the local file system jar's without the hash of
+    its sources (a new version changes the key's second part, so building drops the older archive)."""
+    return str(jar.parent / local_fs_jar.PREFIX) if jar.name.startswith(local_fs_jar.PREFIX) else str(jar)
 
 
 def _hash(parts: list[str]) -> str:
@@ -114,10 +121,11 @@ def build(force: bool = False, timeout: float = 600.0) -> Path | None:
 
     :param force: rebuild even when it exists.
     :param timeout: seconds the training run may take.
-    :raises LakeError: the training run failed or its JVM wrote no archive.
+    :raises LakeError: a jar could not be built, the training run failed or its JVM wrote no archive.
     """
     if not enabled():
         return None
+    jars.local_jars()  # built first: the key and the training run's class path hold them all
     key = archive_key()
     if key is None:
         return None

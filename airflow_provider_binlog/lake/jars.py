@@ -164,8 +164,13 @@ def jdbc_driver_jars() -> list[Path]:
 
 def local_jars(build: bool = True) -> list[Path]:
     """Return the jars to put on ``spark.jars`` for an Iceberg session without Maven (the JDBC
-    drivers of :func:`jdbc_driver_jars` included)."""
-    return [iceberg_runtime_jar(), shaded_jackson_jar(build=build), *jdbc_driver_jars()]
+    drivers of :func:`jdbc_driver_jars` included, and the local file system of :mod:`.local_fs_jar`
+    when it is or can be built)."""
+    from airflow_provider_binlog.lake import local_fs_jar  # it builds into cache_dir(): imports this module
+
+    found = [iceberg_runtime_jar(), shaded_jackson_jar(build=build), *jdbc_driver_jars()]
+    local_fs = local_fs_jar.jar(build=build)
+    return found if local_fs is None else [*found, local_fs]
 
 
 def main(argv: list[str] | None = None) -> int:

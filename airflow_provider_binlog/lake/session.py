@@ -52,6 +52,10 @@ Defaults (each one is overridden by the same key in ``conf``):
                                              ``bench/end_to_end.py``, 2 cores: 8 partitions
                                              54-58k changes/s (JVM 16.8-18.2 CPU-s), 4: 59.7k
                                              (15.9), 2: 62.6k (15.1)
+``spark.hadoop.fs.file.impl``                for a local master, the local file system of
+                                             :mod:`.local_fs_jar` when its jar was built: it sets
+                                             permissions without a ``chmod`` process per file
+                                             (an Iceberg commit started about a dozen)
 ``spark.sql.adaptive.enabled``               ``false`` for a local master: with one shuffle
                                              partition per core there is nothing to coalesce,
                                              and re-planning each stage cost a MERGE's driver
@@ -98,7 +102,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import class_archive, jars, jvm_log
+from airflow_provider_binlog.lake import class_archive, jars, jvm_log, local_fs_jar
 from airflow_provider_binlog.lake.catalog_load import load_catalog
 
 if TYPE_CHECKING:
@@ -259,6 +263,8 @@ def session_conf(
         archive_fits = in_driver and not merged
         for path in jars.local_jars():
             merged = _append(merged, str(path), sep)
+            if in_driver and path.name.startswith(local_fs_jar.PREFIX) and local_fs_jar.enabled():
+                out[local_fs_jar.SETTING] = local_fs_jar.FILE_SYSTEM  # no chmod process per file
         out[key] = merged or ""
     if "spark.driver.extraJavaOptions" not in user:
         java = driver_java_options(master.startswith("local"))
