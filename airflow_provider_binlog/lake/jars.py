@@ -38,6 +38,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from airflow_provider_binlog.lake import local_fs_jar
 from airflow_provider_binlog.lake.errors import LakeError
 
 JACKSON_VERSION = "2.15.2"
@@ -166,11 +167,15 @@ def local_jars(build: bool = True) -> list[Path]:
     """Return the jars to put on ``spark.jars`` for an Iceberg session without Maven (the JDBC
     drivers of :func:`jdbc_driver_jars` included, and the local file system of :mod:`.local_fs_jar`
     when it is or can be built)."""
-    from airflow_provider_binlog.lake import local_fs_jar  # it builds into cache_dir(): imports this module
-
     found = [iceberg_runtime_jar(), shaded_jackson_jar(build=build), *jdbc_driver_jars()]
-    local_fs = local_fs_jar.jar(build=build)
-    return found if local_fs is None else [*found, local_fs]
+    forkless = local_fs(build=build)
+    return found if forkless is None else [*found, forkless]
+
+
+def local_fs(build: bool = True) -> Path | None:
+    """The local file system's jar of :mod:`.local_fs_jar` in :func:`cache_dir`, built if missing
+    and ``build``; ``None`` when there is none."""
+    return local_fs_jar.jar(cache_dir(), pyspark_jars_dir(), build=build)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,20 +5,21 @@ Hadoop's ``file:`` file system, without Hadoop's native library (PySpark ships n
 files. An Iceberg commit on a local warehouse (manifests, manifest list, metadata, version hint,
 deletion vectors) so started about a dozen processes from the driver JVM: 1,042 ``chmod`` runs for
 80 commits in ``bench/merge_wide.py`` under ``strace -f -e trace=execve``, 5 without. Creating a
-file through Hadoop cost 17-23 ms, 5 ms without them (``bench/local_fs.py``).
+file through Hadoop cost 15-23 ms, 5-6.5 ms without them (``bench/local_fs.py``).
 
 ``java/airflow_provider_binlog/hadoop/`` holds two small classes:
 
 * ``ForklessRawLocalFileSystem``: Hadoop's ``RawLocalFileSystem`` with ``setPermission`` done
-  through ``java.nio`` (modes with setuid, setgid or sticky bits, and file systems without POSIX
-  permissions, go through Hadoop's own code);
+  through ``java.nio`` (a mode with the sticky bit, and a file system without POSIX permissions,
+  go through Hadoop's own code);
 * ``ForklessLocalFileSystem``: Hadoop's checksummed ``LocalFileSystem`` over it, the same files
   and ``.crc`` side files as before (a reader with Hadoop's own finds what it expects).
 
-**Built** by :func:`jar` with the JDK's ``javac`` (``$JAVA_HOME/bin/javac``, else on ``PATH``, else
-beside ``java``) against PySpark's ``hadoop-client-api`` jar, into :func:`.jars.cache_dir` as
-``binlog-cdc-local-fs-<hash>.jar`` (the hash covers the sources and Hadoop's jar, so an upgrade
-builds anew), once, when :func:`.jars.local_jars` is first asked (``dev.sh setup`` does it). A
+**Built** by :func:`jar` (through :func:`.jars.local_fs`) with the JDK's ``javac``
+(``$JAVA_HOME/bin/javac``, else on ``PATH``, else beside ``java``) against PySpark's
+``hadoop-client-api`` jar, into :func:`.jars.cache_dir` as ``binlog-cdc-local-fs-<hash>.jar`` (the
+hash covers the sources and Hadoop's jar, so an upgrade builds anew), once, when
+:func:`.jars.local_jars` is first asked (``dev.sh setup`` does it). A
 machine with a JRE only, or a build that fails, gets ``None`` and a warning: Spark then uses
 Hadoop's file system as before.
 
@@ -38,8 +39,6 @@ import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
-
-from airflow_provider_binlog.lake import jars
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +61,8 @@ def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 
 
-def _hadoop_api() -> Path | None:
-    found = sorted(jars.pyspark_jars_dir().glob("hadoop-client-api-*.jar"))
+def _hadoop_api(spark_jars: Path) -> Path | None:
+    found = sorted(spark_jars.glob("hadoop-client-api-*.jar"))
     return found[-1] if found else None
 
 
@@ -78,26 +77,28 @@ def javac() -> str | None:
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
-def jar_path() -> Path | None:
-    """Where this install's jar is or would be (``None``: no Hadoop jar in PySpark)."""
-    api = _hadoop_api()
+def jar_path(cache: Path, spark_jars: Path) -> Path | None:
+    """Where this install's jar is or would be in ``cache`` (``None``: no Hadoop jar in
+    ``spark_jars``, PySpark's ``jars/``)."""
+    api = _hadoop_api(spark_jars)
     if api is None:
         return None
     digest = hashlib.sha256(api.name.encode())
     for src in _sources():
         digest.update(src.relative_to(SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
-    return jars.cache_dir() / f"{PREFIX}{digest.hexdigest()[:12]}.jar"
+    return cache / f"{PREFIX}{digest.hexdigest()[:12]}.jar"
 
 
-def jar(build: bool = True) -> Path | None:
-    """This install's jar, built if missing and ``build``; ``None`` when it cannot be (no JDK
-    compiler, a failed build: logged) or is missing and not to be built."""
-    target = jar_path()
+def jar(cache: Path, spark_jars: Path, build: bool = True) -> Path | None:
+    """This install's jar in ``cache``, built against ``spark_jars`` if missing and ``build``
+    (:func:`.jars.local_fs` passes both); ``None`` when it cannot be (no JDK compiler, a failed
+    build: logged) or is missing and not to be built."""
+    target = jar_path(cache, spark_jars)
     if target is None or target.exists():
         return target
     if not build:
         return None
-    api = _hadoop_api()
+    api = _hadoop_api(spark_jars)
     compiler = javac()
     if compiler is None or api is None:
         log.warning(

@@ -29,8 +29,8 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_jar_is_built_once_with_both_classes(cache: Path) -> None:
-    assert local_fs_jar.jar(build=False) is None  # not built yet, and not to be
-    built = local_fs_jar.jar()
+    assert jars.local_fs(build=False) is None  # not built yet, and not to be
+    built = jars.local_fs()
     assert built is not None and built.parent == cache and built.name.startswith(local_fs_jar.PREFIX)
     with zipfile.ZipFile(built) as jar:
         names = set(jar.namelist())
@@ -39,7 +39,7 @@ def test_the_jar_is_built_once_with_both_classes(cache: Path) -> None:
         "airflow_provider_binlog/hadoop/ForklessRawLocalFileSystem.class",
     } <= names
     mtime = built.stat().st_mtime_ns
-    assert local_fs_jar.jar() == built and built.stat().st_mtime_ns == mtime  # kept, not rebuilt
+    assert jars.local_fs() == built and built.stat().st_mtime_ns == mtime  # kept, not rebuilt
     assert built in jars.local_jars()
     assert [p.name for p in cache.iterdir() if p.suffix == ".jar"].count(built.name) == 1
 
@@ -47,7 +47,7 @@ def test_the_jar_is_built_once_with_both_classes(cache: Path) -> None:
 def test_other_sources_give_another_jar_and_archive_key_in_the_same_place(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = local_fs_jar.jar()
+    first = jars.local_fs()
     first_key = class_archive.archive_key()
     sources = tmp_path / "java"
     sources.mkdir()
@@ -56,7 +56,7 @@ def test_other_sources_give_another_jar_and_archive_key_in_the_same_place(
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_text(src.read_text() + "\n// changed\n")
     monkeypatch.setattr(local_fs_jar, "SOURCES", sources)
-    second = local_fs_jar.jar()
+    second = jars.local_fs()
     assert second is not None and second != first and first is not None and first.exists()
     second_key = class_archive.archive_key()
     assert first_key is not None and second_key is not None and second_key != first_key
@@ -67,7 +67,7 @@ def test_other_sources_give_another_jar_and_archive_key_in_the_same_place(
 def test_a_local_driver_names_the_file_system_a_cluster_does_not(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built = local_fs_jar.jar()
+    built = jars.local_fs()
     assert built is not None
     local = session_conf(master="local[2]", warehouse="/tmp/wh")
     assert local[local_fs_jar.SETTING] == local_fs_jar.FILE_SYSTEM
@@ -84,7 +84,7 @@ def test_a_local_driver_names_the_file_system_a_cluster_does_not(
 
 def test_the_archive_key_covers_the_jar(cache: Path) -> None:
     without = class_archive.archive_key()
-    assert local_fs_jar.jar() is not None
+    assert jars.local_fs() is not None
     assert class_archive.archive_key() not in (None, without)
 
 
@@ -93,7 +93,7 @@ def test_without_javac_spark_keeps_hadoop_s_file_system(
 ) -> None:
     monkeypatch.setattr(local_fs_jar, "javac", lambda: None)
     with caplog.at_level(logging.WARNING, logger=local_fs_jar.__name__):
-        assert local_fs_jar.jar() is None
+        assert jars.local_fs() is None
     assert "no javac" in caplog.text
     conf = session_conf(master="local[2]", warehouse="/tmp/wh")
     assert local_fs_jar.SETTING not in conf
@@ -109,6 +109,6 @@ def test_a_failed_build_is_a_warning_and_no_jar(
     (broken / "ForklessLocalFileSystem.java").write_text("package airflow_provider_binlog.hadoop;\nclass {")
     monkeypatch.setattr(local_fs_jar, "SOURCES", tmp_path / "java")
     with caplog.at_level(logging.WARNING, logger=local_fs_jar.__name__):
-        assert local_fs_jar.jar() is None
+        assert jars.local_fs() is None
     assert "javac exit" in caplog.text and "ForklessLocalFileSystem.java" in caplog.text
     assert not [p for p in cache.iterdir() if p.name.startswith(local_fs_jar.PREFIX)]  # nothing half-built

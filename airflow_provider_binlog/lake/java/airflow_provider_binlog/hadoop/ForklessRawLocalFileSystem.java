@@ -16,8 +16,8 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * <p>Without Hadoop's native library, {@link RawLocalFileSystem} starts a {@code chmod} process for
  * every file it creates and every directory it makes (and the checksummed file system over it
  * creates two files per file). An Iceberg commit on a local warehouse writes five or six files, so a
- * commit started a dozen processes from a JVM of several hundred MB. Modes with the setuid, setgid
- * or sticky bit, and file systems without POSIX permissions, still go through Hadoop's own code.
+ * commit started a dozen processes from a JVM of several hundred MB. A mode with the sticky bit, and
+ * a file system without POSIX permissions, still go through Hadoop's own code.
  */
 public class ForklessRawLocalFileSystem extends RawLocalFileSystem {
   /** Bit i of a mode (others' execute first) and the permission it grants. */
