@@ -77,12 +77,8 @@ def javac() -> str | None:
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
-def jar_path(cache: Path, spark_jars: Path) -> Path | None:
-    """Where this install's jar is or would be in ``cache`` (``None``: no Hadoop jar in
-    ``spark_jars``, PySpark's ``jars/``)."""
-    api = _hadoop_api(spark_jars)
-    if api is None:
-        return None
+def _jar_path(cache: Path, api: Path) -> Path:
+    """Where the jar built against ``api`` (Hadoop's jar) from this install's sources goes."""
     digest = hashlib.sha256(api.name.encode())
     for src in _sources():
         digest.update(src.relative_to(SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
@@ -90,17 +86,19 @@ def jar_path(cache: Path, spark_jars: Path) -> Path | None:
 
 
 def jar(cache: Path, spark_jars: Path, build: bool = True) -> Path | None:
-    """This install's jar in ``cache``, built against ``spark_jars`` if missing and ``build``
-    (:func:`.jars.local_fs` passes both); ``None`` when it cannot be (no JDK compiler, a failed
-    build: logged) or is missing and not to be built."""
-    target = jar_path(cache, spark_jars)
-    if target is None or target.exists():
+    """This install's jar in ``cache``, built against ``spark_jars`` (PySpark's ``jars/``) if missing
+    and ``build`` (:func:`.jars.local_fs` passes both); ``None`` when it cannot be (no Hadoop jar
+    there, no JDK compiler, a failed build: logged) or is missing and not to be built."""
+    api = _hadoop_api(spark_jars)
+    if api is None:
+        return None
+    target = _jar_path(cache, api)
+    if target.exists():
         return target
     if not build:
         return None
-    api = _hadoop_api(spark_jars)
     compiler = javac()
-    if compiler is None or api is None:
+    if compiler is None:
         log.warning(
             "no javac (a JDK) here: Spark's local file system starts a chmod process per file it "
             "writes (slower Iceberg commits); install a JDK to build %s",

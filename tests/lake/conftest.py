@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_binlog.lake import file_append
+from airflow_provider_binlog.lake import class_archive, file_append, jars, local_fs_jar
 
 
 class _ReadOnly(LocalFileSystem):
@@ -56,3 +57,17 @@ def unwritable_location(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[in
         return tried
 
     return block
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache directory of :mod:`.jars` holding only a stand-in of the relocated Jackson jar;
+    the class archive on, no ``$SPARK_HOME``, no local file system switch."""
+    path = tmp_path / "cache"
+    path.mkdir()
+    (path / jars.SHADED_JACKSON_NAME).write_bytes(b"jar")
+    monkeypatch.setenv(jars.CACHE_ENV, str(path))
+    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
+    monkeypatch.delenv(local_fs_jar.ENV, raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    return path

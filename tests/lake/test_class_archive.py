@@ -15,18 +15,6 @@ from airflow_provider_binlog.lake import class_archive, jars
 from airflow_provider_binlog.lake.session import session_conf
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty cache directory holding only a stand-in of the relocated Jackson jar."""
-    path = tmp_path / "cache"
-    path.mkdir()
-    (path / jars.SHADED_JACKSON_NAME).write_bytes(b"jar")
-    monkeypatch.setenv(jars.CACHE_ENV, str(path))
-    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
-    monkeypatch.delenv("SPARK_HOME", raising=False)
-    return path
-
-
 def test_the_key_follows_the_jvm_and_every_jar_of_the_class_path(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,17 +12,6 @@ from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.session import jdbc_catalog_conf, jdbc_uri, session_conf
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "cache"
-    path.mkdir()
-    (path / jars.SHADED_JACKSON_NAME).write_bytes(b"jar")
-    monkeypatch.setenv(jars.CACHE_ENV, str(path))
-    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
-    monkeypatch.delenv("SPARK_HOME", raising=False)
-    return path
-
-
 def test_a_jdbc_driver_is_on_the_class_path_and_in_the_archive_key(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,12 @@ import pytest
 from airflow_provider_binlog.lake import local_fs_jar
 
 
+@pytest.fixture(autouse=True)
+def _forkless(spark: Any) -> None:
+    if spark.conf.get(local_fs_jar.SETTING, None) != local_fs_jar.FILE_SYSTEM:
+        pytest.skip("no javac here: the session kept Hadoop's file system")
+
+
 def _file_systems(spark: Any) -> tuple[Any, Any]:
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
@@ -30,8 +36,6 @@ def _mode(path: Path) -> int:
 
 
 def test_the_driver_s_local_file_system_is_the_forkless_one(spark: Any) -> None:
-    if spark.conf.get(local_fs_jar.SETTING, None) != local_fs_jar.FILE_SYSTEM:
-        pytest.skip("no javac here: the session kept Hadoop's file system")
     ours, hadoop = _file_systems(spark)
     assert ours.getClass().getName() == local_fs_jar.FILE_SYSTEM
     assert ours.getRawFileSystem().getClass().getName().endswith(".ForklessRawLocalFileSystem")
@@ -39,8 +43,6 @@ def test_the_driver_s_local_file_system_is_the_forkless_one(spark: Any) -> None:
 
 
 def test_files_checksums_and_directories_match_hadoop_s(spark: Any, tmp_path: Path) -> None:
-    if spark.conf.get(local_fs_jar.SETTING, None) != local_fs_jar.FILE_SYSTEM:
-        pytest.skip("no javac here: the session kept Hadoop's file system")
     jvm = spark._jvm
     ours, hadoop = _file_systems(spark)
     made: dict[str, Path] = {}

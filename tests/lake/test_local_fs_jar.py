@@ -16,18 +16,6 @@ from airflow_provider_binlog.lake.session import session_conf
 pytestmark = pytest.mark.skipif(local_fs_jar.javac() is None, reason="needs a JDK's javac")
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "cache"
-    path.mkdir()
-    (path / jars.SHADED_JACKSON_NAME).write_bytes(b"jar")
-    monkeypatch.setenv(jars.CACHE_ENV, str(path))
-    monkeypatch.delenv(local_fs_jar.ENV, raising=False)
-    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
-    monkeypatch.delenv("SPARK_HOME", raising=False)
-    return path
-
-
 def test_the_jar_is_built_once_with_both_classes(cache: Path) -> None:
     assert jars.local_fs(build=False) is None  # not built yet, and not to be
     built = jars.local_fs()
