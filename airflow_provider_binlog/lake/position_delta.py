@@ -249,6 +249,17 @@ def arrow_of(positions: BitMap64) -> pa.Array:
     return pa.Array.from_buffers(pa.uint64(), len(values), [None, pa.py_buffer(values)]).cast(pa.int64())
 
 
+def staged_keys(parts: Iterable[pa.Table]) -> pa.Array:
+    """The first column of the staged ``parts`` as one array. Built from the columns' chunks:
+    ``pa.chunked_array`` given ``ChunkedArray`` objects converts them value by value in Python
+    (180 ms for 200k keys against 0.3 ms)."""
+    tables = list(parts)
+    if not tables:
+        raise ValueError("no staged part to take keys from")
+    chunks = [chunk for part in tables for chunk in part.column(0).chunks]
+    return pa.chunked_array(chunks, type=tables[0].schema.field(0).type).combine_chunks()
+
+
 def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array) -> Matched | None:
     """The data files of ``snapshot_id`` within ``row_filter`` with live rows whose key is among
     ``keys``, each with its deleted positions after the merge, and those rows' keys and row ids;
@@ -460,7 +471,7 @@ def merge_file(
     row_filter = range_filter(spark, schema, ranges) if ranges else None
     if row_filter is None:
         row_filter = java_static(spark, "org.apache.iceberg.expressions.Expressions", "alwaysTrue")()
-    keys = pa.chunked_array([part.column(0) for part in staged(columns=[key])]).combine_chunks()
+    keys = staged_keys(staged(columns=[key]))
     if pa.types.is_floating(keys.type):
         return False  # Spark's = holds NaN = NaN and -0.0 = 0.0; a hash lookup may not
     snapshot_id = int(table.currentSnapshot().snapshotId())  # as the MERGE plans: no refresh

@@ -194,6 +194,33 @@ def test_positions_pass_between_arrow_and_bitmaps_unchanged() -> None:
     assert position_delta.arrow_of(BitMap64()).to_pylist() == []
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [
+        pa.array([5, None, 2**64 - 1, 0], pa.uint64()),
+        pa.array(["b", "a", None, "é"], pa.string()),
+        pa.array([3, -1, 7, 9], pa.int8()),
+    ],
+    ids=["uint64", "string", "int8"],
+)
+def test_staged_keys_join_every_parts_chunks_in_order(keys: pa.Array) -> None:
+    # parts as the staging area reads them: tables, some of several chunks, one empty
+    first = pa.Table.from_batches(
+        [pa.record_batch([keys.slice(0, 1)], ["k"]), pa.record_batch([keys.slice(1, 2)], ["k"])]
+    )
+    empty = pa.table({"k": keys.slice(0, 0)})
+    last = pa.table({"k": keys.slice(3)})
+    assert first.column(0).num_chunks == 2
+
+    joined = position_delta.staged_keys(iter([first, empty, last]))
+
+    assert isinstance(joined, pa.Array)
+    assert joined.type == keys.type
+    assert joined.to_pylist() == keys.to_pylist()
+    with pytest.raises(ValueError, match="no staged part"):
+        position_delta.staged_keys(iter([]))
+
+
 def test_a_writer_within_the_range_after_the_plan_makes_the_delta_conflict(
     spark: Any, deltas: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
