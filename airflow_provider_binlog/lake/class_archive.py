@@ -91,7 +91,7 @@ def archive_key() -> str | None:
 def _where(jar: Path) -> str:
     """A local jar's place in the key: its path, but the local file system jar's without the hash of
     its sources (a new version changes the key's second part, so building drops the older archive)."""
-    return str(jar.parent / local_fs_jar.PREFIX) if jar.name.startswith(local_fs_jar.PREFIX) else str(jar)
+    return str(jar.parent / local_fs_jar.PREFIX) if local_fs_jar.is_jar(jar) else str(jar)
 
 
 def _hash(parts: list[str]) -> str:

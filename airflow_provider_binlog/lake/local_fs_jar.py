@@ -57,6 +57,11 @@ def enabled() -> bool:
     return os.environ.get(ENV, "").strip().lower() != "hadoop"
 
 
+def is_jar(path: Path) -> bool:
+    """Whether ``path`` is a jar :func:`jar` builds (of any version of the sources)."""
+    return path.name.startswith(PREFIX)
+
+
 def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 

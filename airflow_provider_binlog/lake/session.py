@@ -263,7 +263,7 @@ def session_conf(
         archive_fits = in_driver and not merged
         for path in jars.local_jars():
             merged = _append(merged, str(path), sep)
-            if in_driver and path.name.startswith(local_fs_jar.PREFIX) and local_fs_jar.enabled():
+            if in_driver and local_fs_jar.is_jar(path) and local_fs_jar.enabled():
                 out[local_fs_jar.SETTING] = local_fs_jar.FILE_SYSTEM  # no chmod process per file
         out[key] = merged or ""
     if "spark.driver.extraJavaOptions" not in user:
