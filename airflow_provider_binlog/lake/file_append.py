@@ -131,21 +131,26 @@ def _filesystem_for(location: str) -> tuple[pafs.FileSystem, str] | None:
     return _filesystems[location]
 
 
-def _root(table: Any) -> str:
+def table_root(table: Any) -> str:
     """``table``'s location without a trailing slash: the key of :data:`_filesystems` and
-    :data:`_unwritable`."""
+    :data:`_unwritable`, and what :func:`file_under` takes."""
     return str(table.location()).rstrip("/")
 
 
 def file_in(table: Any, location: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path pyarrow opens file ``location`` of ``table`` (a JVM
-    ``org.apache.iceberg.Table``) through: the table location's, resolved once per process, for a
-    file under it (its data and delete files, unless the table keeps them elsewhere), else the
-    file's own (:func:`.staging.filesystem_of`).
+    ``org.apache.iceberg.Table``) through: :func:`file_under` its location."""
+    return file_under(table_root(table), location)
+
+
+def file_under(root: str, location: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path pyarrow opens file ``location`` of the table at ``root``
+    (:func:`table_root`) through: the table location's, resolved once per process, for a file
+    under it (its data and delete files, unless the table keeps them elsewhere), else the file's
+    own (:func:`.staging.filesystem_of`).
 
     :raises pa.ArrowInvalid: a scheme pyarrow does not know.
     """
-    root = _root(table)
     resolved = _filesystem_for(root) if location.startswith(root + "/") else None
     if resolved is None:
         fs, path, _ = filesystem_of(location)
@@ -159,7 +164,7 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
     docstring). Names match the table's columns case-insensitively, as Spark resolves them."""
     if not enabled() or not table.spec().isUnpartitioned() or not table.sortOrder().isUnsorted():
         return None
-    root = _root(table)
+    root = table_root(table)
     if root in _unwritable:
         return None
     conf = spark.conf
@@ -250,7 +255,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
 
 def leave_to_spark(table: Any, exc: Unwritable, what: str) -> None:
     """Spark writes ``table`` from now on in this process (:func:`layout`), with a warning."""
-    where = _root(table)
+    where = table_root(table)
     _unwritable.add(where)
     log.warning(
         "%s: the driver cannot create files in %s (%s); Spark writes this table's inserts and "

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import file_append
+from airflow_provider_binlog.lake import content_files, file_append
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.java_classes import java_class, java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
@@ -127,15 +127,14 @@ def dv_blob(positions: BitMap64) -> bytes:
     return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
 
 
-def read_dv(table: Any, delete_file: Any) -> BitMap64:
-    """The positions of a JVM ``DeleteFile`` of ``table`` that is a deletion vector."""
-    location = str(delete_file.location())
-    offset, size = int(delete_file.contentOffset()), int(delete_file.contentSizeInBytes())
-    fs, path = file_append.file_in(table, location)
+def read_dv(root: str, vector: content_files.Vector) -> BitMap64:
+    """The positions of a deletion vector of a table whose location is ``root``
+    (:func:`.file_append.table_root`)."""
+    fs, path = file_append.file_under(root, vector.location)
     with fs.open_input_file(path) as source:
-        source.seek(offset)
-        blob = source.read(size)
-    return parse_dv(blob, f"{location}@{offset}")
+        source.seek(vector.offset)
+        blob = source.read(vector.size)
+    return parse_dv(blob, f"{vector.location}@{vector.offset}")
 
 
 # ---- the plan -----------------------------------------------------------------------------------
@@ -159,14 +158,6 @@ def java_list(items: Any) -> list[Any]:
     """The items of a JVM ``List`` by index: iterating one over py4j ends in a Java exception that
     PySpark converts (a dozen calls to the JVM per list)."""
     return [items.get(i) for i in range(int(items.size()))]
-
-
-def is_dv(delete_file: Any) -> bool:
-    return (
-        str(delete_file.content()) == "POSITION_DELETES"
-        and str(delete_file.format()) == "PUFFIN"
-        and delete_file.referencedDataFile() is not None
-    )
 
 
 def key_column_of(schema: pa.Schema, field_id: int) -> str | None:
@@ -203,11 +194,12 @@ def _column(parquet: pq.ParquetFile, field_id: int) -> pa.ChunkedArray | None:
 
 
 def _key_column(
-    table: Any, location: str, field_id: int, keys: pa.DataType
+    root: str, location: str, field_id: int, keys: pa.DataType
 ) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None] | None:
     """The key column (cast to ``keys``) and stored row ids (if the file has them) of data file
-    ``location``; ``None`` when the file has no column of that field id or its type does not cast."""
-    fs, path = file_append.file_in(table, location)
+    ``location`` of the table at ``root``; ``None`` when the file has no column of that field id
+    or its type does not cast."""
+    fs, path = file_append.file_under(root, location)
     with fs.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
         column = _column(parquet, field_id)
@@ -260,31 +252,24 @@ def staged_keys(parts: Iterable[pa.Table]) -> pa.Array:
     return pa.chunked_array(chunks, type=tables[0].schema.field(0).type).combine_chunks()
 
 
-def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array) -> Matched | None:
+def plan(
+    spark: SparkSession, table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array
+) -> Matched | None:
     """The data files of ``snapshot_id`` within ``row_filter`` with live rows whose key is among
     ``keys``, each with its deleted positions after the merge, and those rows' keys and row ids;
     ``None`` when Spark must merge (see the module docstring)."""
-    tasks = table.newScan().useSnapshot(snapshot_id).filter(row_filter).planFiles()
-    found: list[tuple[str, int | None, list[Any]]] = []
+    found: list[tuple[Any, content_files.Planned]] = []
     budget = max_rows()
-    try:
-        it = tasks.iterator()
-        while it.hasNext():
-            task = it.next()
-            data = task.file()
-            budget -= int(data.recordCount())
-            if budget < 0 or str(data.format()) != "PARQUET":
-                return None  # too many rows to read here (:data:`DEFAULT_MAX_ROWS`), or not Parquet
-            deletes = java_list(task.deletes())
-            if not all(is_dv(d) for d in deletes):
-                return None
-            first = data.firstRowId()
-            found.append((str(data.location()), None if first is None else int(first), deletes))
-    finally:
-        tasks.close()
+    for task, planned in content_files.scan(spark, table, snapshot_id, row_filter):
+        budget -= planned.records
+        if budget < 0 or not planned.parquet or planned.vectors is None:
+            return None  # too many rows to read here (:data:`DEFAULT_MAX_ROWS`), not Parquet, or
+            # a delete file that is not a deletion vector
+        found.append((task, planned))
+    root = file_append.table_root(table)
     columns = []
-    for location, _first, _deletes in found:
-        read = _key_column(table, location, field_id, keys.type)
+    for _task, planned in found:
+        read = _key_column(root, planned.location, field_id, keys.type)
         if read is None:
             return None
         columns.append(read)
@@ -295,18 +280,18 @@ def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.
     matched_keys: list[pa.Array] = []
     matched_ids: list[pa.Array] = []
     start = 0
-    for (location, first_row_id, deletes), (column, stored) in zip(found, columns, strict=True):
+    for (task, planned), (column, stored) in zip(found, columns, strict=True):
         positions = pc.indices_nonzero(staged.slice(start, len(column))).cast(pa.int64())
         start += len(column)
         if len(positions) == 0:
             continue
-        row_ids = _row_ids(positions, stored, first_row_id)
+        row_ids = _row_ids(positions, stored, planned.first_row_id)
         if row_ids is None:
             return None
         hit_keys = pc.take(column, positions).combine_chunks()
         previous = BitMap64()
-        for d in deletes:
-            previous |= read_dv(table, d)
+        for vector in planned.vectors or ():
+            previous |= read_dv(root, vector)
         hits = bitmap_of(positions)
         dead = hits & previous
         if dead:
@@ -317,7 +302,9 @@ def plan(table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.
             continue
         matched_keys.append(hit_keys)
         matched_ids.append(row_ids)
-        marked.append(Marked(location, deletes, previous | hits))
+        # the JVM delete files the commit replaces: the vectors read above, from the same task
+        deletes = java_list(task.deletes()) if planned.vectors else []
+        marked.append(Marked(planned.location, deletes, previous | hits))
     hit = pa.chunked_array(matched_keys, type=keys.type).combine_chunks()
     if pc.count_distinct(hit).as_py() != len(hit):
         return None  # a key held twice: the MERGE updates each row, this would keep one
@@ -366,32 +353,22 @@ def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> 
         fields = java_class(spark, "java.util.ArrayList")()
         fields.add(java_static(spark, "org.apache.iceberg.MetadataColumns", "ROW_POSITION").fieldId())
         blob_class = java_class(spark, "org.apache.iceberg.puffin.Blob")
+        properties = java_static(spark, "java.util.Map", "of")
+        wrap = java_static(spark, "java.nio.ByteBuffer", "wrap")
         for m in marked:
-            props = java_class(spark, "java.util.HashMap")()
-            props.put("referenced-data-file", m.location)
-            props.put("cardinality", str(len(m.positions)))
-            blob = java_static(spark, "java.nio.ByteBuffer", "wrap")(dv_blob(m.positions))
-            writer.write(blob_class(DV_BLOB, fields, -1, -1, blob, None, props))
+            props = properties("referenced-data-file", m.location, "cardinality", str(len(m.positions)))
+            writer.write(blob_class(DV_BLOB, fields, -1, -1, wrap(dv_blob(m.positions)), None, props))
         writer.finish()
-        blobs = writer.writtenBlobsMetadata()
+        blobs = content_files.written_blobs(spark, writer)
         size = int(writer.fileSize())
     finally:
         writer.close()
-    files = []
-    for i, m in enumerate(marked):
-        meta = blobs.get(i)
-        files.append(
-            java_static(spark, "org.apache.iceberg.FileMetadata", "deleteFileBuilder")(table.spec())
-            .ofPositionDeletes()
-            .withFormat(java_static(spark, "org.apache.iceberg.FileFormat", "PUFFIN"))
-            .withPath(location)
-            .withFileSizeInBytes(size)
-            .withReferencedDataFile(m.location)
-            .withContentOffset(meta.offset())
-            .withContentSizeInBytes(meta.length())
-            .withRecordCount(len(m.positions))
-            .build()
-        )
+    vectors = []
+    for m, (offset, length, referenced) in zip(marked, blobs, strict=True):
+        if referenced != m.location:  # not expected: the writer keeps its blobs in order
+            raise LakeError(f"the deletion vectors written to {location} are not in the order given")
+        vectors.append((m.location, content_files.Vector(location, offset, length), len(m.positions)))
+    files = content_files.deletion_vector_files(spark, table.spec(), size, vectors)
     return location, files
 
 
@@ -475,7 +452,7 @@ def merge_file(
     if pa.types.is_floating(keys.type):
         return False  # Spark's = holds NaN = NaN and -0.0 = 0.0; a hash lookup may not
     snapshot_id = int(table.currentSnapshot().snapshotId())  # as the MERGE plans: no refresh
-    matched = plan(table, snapshot_id, row_filter, field.id, keys)
+    matched = plan(spark, table, snapshot_id, row_filter, field.id, keys)
     if matched is None or (not matched.marked and upserts == 0):
         return False  # Spark merges it (or commits the piece's mark when it changes nothing)
     marked = matched.marked

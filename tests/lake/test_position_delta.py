@@ -22,8 +22,9 @@ from pyroaring import BitMap64
 from airflow_provider_binlog.binlog.columns import ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import Entry, Op
-from airflow_provider_binlog.lake import commits, file_append, new_keys, position_delta
+from airflow_provider_binlog.lake import commits, content_files, file_append, new_keys, position_delta
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.merge import TargetOptions, merge_batch
 
 from .test_merge import _end, _row, _simple_table
@@ -149,29 +150,48 @@ def test_random_chunks_leave_the_table_sparks_merge_leaves(
 
 
 def test_deletion_vectors_read_as_spark_wrote_them(spark: Any) -> None:
+    """Spark's deletion vectors, planned through the tasks' JSON (``content_files.scan``): every
+    file and vector the JVM's getters name, and the positions Spark deleted."""
     target = _target()
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {target.rsplit('.', 1)[0]}")
     spark.sql(
         f"CREATE TABLE {target} (id bigint, v string) USING iceberg TBLPROPERTIES ('format-version' = '3', "
         "'write.delete.mode' = 'merge-on-read')"
     )
-    spark.sql(f"INSERT INTO {target} SELECT id, CAST(id AS STRING) FROM range(0, 700)")
+    for lo in (0, 700):  # two data files
+        spark.sql(f"INSERT INTO {target} SELECT id, CAST(id AS STRING) FROM range({lo}, {lo + 700})")
     spark.sql(f"DELETE FROM {target} WHERE id % 7 = 3")
+    spark.sql(f"INSERT INTO {target} VALUES (5000, 'no deletes')")
     table = commits.load_iceberg_table(spark, target)
-    tasks = table.newScan().planFiles()
-    found = 0
-    it = tasks.iterator()
-    while it.hasNext():
-        task = it.next()
-        (dv,) = list(task.deletes())
-        assert position_delta.is_dv(dv)
-        positions = position_delta.read_dv(table, dv)
-        assert len(positions) == int(dv.recordCount()) > 0
-        ids = spark.read.parquet(str(task.file().location())).select("id").collect()
-        assert sorted(positions) == [i for i, r in enumerate(ids) if r[0] % 7 == 3]
-        found += 1
-    tasks.close()
-    assert found >= 1
+    snapshot = int(table.currentSnapshot().snapshotId())
+    everything = java_static(spark, "org.apache.iceberg.expressions.Expressions", "alwaysTrue")()
+    root = file_append.table_root(table)
+    with_vectors = 0
+    planned_files = list(content_files.scan(spark, table, snapshot, everything))
+    for task, planned in planned_files:
+        data = task.file()
+        first = data.firstRowId()
+        assert planned.location == str(data.location()) and planned.parquet
+        assert planned.records == int(data.recordCount())
+        assert planned.first_row_id == (None if first is None else int(first))
+        deletes = position_delta.java_list(task.deletes())
+        assert planned.vectors == tuple(
+            content_files.Vector(str(d.location()), int(d.contentOffset()), int(d.contentSizeInBytes()))
+            for d in deletes
+        )
+        ids = [r[0] for r in spark.read.parquet(planned.location).select("id").collect()]
+        deleted: list[int] = []
+        for vector, d in zip(planned.vectors, deletes, strict=True):
+            assert str(d.referencedDataFile()) == planned.location
+            positions = position_delta.read_dv(root, vector)
+            assert len(positions) == int(d.recordCount()) > 0
+            deleted.extend(positions)
+            with_vectors += 1
+        assert sorted(deleted) == [i for i, key in enumerate(ids) if key % 7 == 3 and key < 5000]
+    files = spark.sql(f"SELECT count(*) FROM {target}.data_files").collect()[0][0]
+    vectors = spark.sql(f"SELECT count(*) FROM {target}.delete_files").collect()[0][0]
+    assert len(planned_files) == files >= 3 and with_vectors == vectors >= 2
+    assert any(planned.vectors == () for _task, planned in planned_files)  # the last insert's
 
 
 def test_a_blob_that_is_not_a_deletion_vector_is_refused() -> None:
