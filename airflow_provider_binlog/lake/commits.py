@@ -63,7 +63,7 @@ from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import jvm_log
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
-from airflow_provider_binlog.lake.java_classes import java_class, java_static
+from airflow_provider_binlog.lake.java_classes import java_class, java_private_static, java_static
 from airflow_provider_binlog.lake.java_maps import string_map
 
 if TYPE_CHECKING:
@@ -237,12 +237,8 @@ def mark_of(
 @contextlib.contextmanager
 def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
     """Attach ``properties`` to every Iceberg commit this thread makes inside the block."""
-    loader = java_static(spark, "java.lang.Thread", "currentThread")().getContextClassLoader()
-    for_name = java_static(spark, "java.lang.Class", "forName")
-    cls = for_name("org.apache.iceberg.spark.CommitMetadata", True, loader)
-    field = cls.getDeclaredField("COMMIT_PROPERTIES")
-    field.setAccessible(True)
-    local = field.get(None)
+    # Iceberg's per-thread commit properties (a static ThreadLocal: found once per JVM)
+    local = java_private_static(spark, "org.apache.iceberg.spark.CommitMetadata", "COMMIT_PROPERTIES")
     jmap = java_class(spark, "java.util.HashMap")()
     for k, v in properties.items():
         jmap.put(k, v)

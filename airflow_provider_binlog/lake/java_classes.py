@@ -53,3 +53,18 @@ def java_static(spark: SparkSession, name: str, member: str) -> Any:
     static field ``member`` as first read (a constant)."""
     client = _client(spark)
     return _cached(client, name, member, lambda: getattr(java_class(spark, name), member))
+
+
+def java_private_static(spark: SparkSession, name: str, field: str) -> Any:
+    """The value of the non-public static field ``field`` of class ``name`` (loaded by the calling
+    thread's context class loader, where Spark's added jars are), read by reflection once per JVM:
+    a constant, or a holder such as a ``ThreadLocal`` (six calls to the JVM the first time)."""
+
+    def read() -> Any:
+        loader = java_static(spark, "java.lang.Thread", "currentThread")().getContextClassLoader()
+        cls = java_static(spark, "java.lang.Class", "forName")(name, True, loader)
+        member = cls.getDeclaredField(field)
+        member.setAccessible(True)
+        return member.get(None)
+
+    return _cached(_client(spark), name, "\0" + field, read)

@@ -4,6 +4,7 @@ string says what walking it field by field says."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -67,6 +68,33 @@ def test_a_cache_entry_of_another_client_is_not_used() -> None:
     assert java_classes._cached(new, "a.B", "m", lambda: made.append("new") or "from new") == "from new"
     assert made == ["old", "new"]
     java_classes._CACHE.pop((id(new), "a.B", "m"))
+
+
+def test_commit_properties_find_icebergs_thread_local_once_and_each_thread_commits_its_own(
+    spark: Any, sent: list[str]
+) -> None:
+    name = f"lake.jc.t_{uuid.uuid4().hex[:8]}"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.jc")
+    spark.sql(f"CREATE TABLE {name} (id bigint) USING iceberg")
+    holder = "org.apache.iceberg.spark.CommitMetadata"
+    local = java_classes.java_private_static(spark, holder, "COMMIT_PROPERTIES")
+    before = len(sent)
+    assert java_classes.java_private_static(spark, holder, "COMMIT_PROPERTIES") is local
+    assert len(sent) == before  # read once per JVM
+    assert "ThreadLocal" in str(local.getClass().getName())
+
+    def insert(value: int) -> None:
+        with commits.commit_properties(spark, {"binlog-cdc.test": f"thread {value}"}):
+            spark.sql(f"INSERT INTO {name} VALUES ({value})")
+
+    for value in (1, 2):  # each from its own thread: py4j gives each its own JVM thread
+        thread = threading.Thread(target=insert, args=(value,))
+        thread.start()
+        thread.join()
+    insert(3)
+    spark.sql(f"INSERT INTO {name} VALUES (4)")  # outside the block: no property
+    summaries = spark.sql(f"SELECT summary FROM {name}.snapshots ORDER BY committed_at").collect()
+    assert [r[0].get("binlog-cdc.test") for r in summaries] == ["thread 1", "thread 2", "thread 3", None]
 
 
 def _walked(schema: Any) -> list[Field]:
