@@ -17,6 +17,7 @@ import gc
 import logging
 import os
 import tracemalloc
+import weakref
 from typing import Any
 
 _log = logging.getLogger("bench.memprobe")
@@ -104,6 +105,18 @@ class MemProbe:
         self.first_snap: Any = None
         if self.trace:
             tracemalloc.start(1)
+        # the instances' stores, to print how full they are (made before gc.freeze(), so not found
+        # by gc.get_objects())
+        from airflow_provider_binlog.canal import store
+
+        self.stores: weakref.WeakSet[Any] = weakref.WeakSet()
+        made = store.EventStore.__init__
+
+        def init(me: Any, *args: Any, **kwargs: Any) -> None:
+            made(me, *args, **kwargs)
+            self.stores.add(me)
+
+        store.EventStore.__init__ = init  # type: ignore[method-assign]
 
     def at_progress(self, rss: int) -> None:
         import pyarrow as pa
@@ -111,7 +124,6 @@ class MemProbe:
         mb = 1 << 20
         objs = gc.get_objects()
         types = collections.Counter(type(o).__name__ for o in objs)
-        del objs
         heap = _mallinfo()
         parts = [f"rss {rss // mb} MB"]
         if heap is not None:
@@ -124,11 +136,18 @@ class MemProbe:
         if direct is not None:
             parts.append(f"JVM direct buffers {direct // mb} MB")
         parts.append(f"gc-tracked {sum(types.values()):,}")
+        for store in list(self.stores):
+            held = store.put_seq - store._release_seq
+            estimated, peak = store.used_bytes // mb, store.peak_bytes // mb
+            parts.append(
+                f"store {held:,} entries ({estimated} MB estimated; peak {store.peak_entries:,}, {peak} MB)"
+            )
         if self.first_types is None:
             self.first_types = types
         else:
             grown = (types - self.first_types).most_common(6)
             parts.append("grown: " + ", ".join(f"{k} +{v:,}" for k, v in grown))
+        del objs
         if self.trace:
             traced, _peak = tracemalloc.get_traced_memory()
             parts.append(f"traced {traced // mb} MB")

@@ -10,7 +10,8 @@ Three sequence cursors, ``put >= get >= ack``, count entries since the store was
 
 * :meth:`EventStore.put` appends entries; it **blocks** while the buffer holds ``max_entries``
   entries or ``max_bytes`` estimated bytes (an entry larger than ``max_bytes`` is admitted alone
-  into an empty buffer, so nothing can wedge the store).
+  into an empty buffer, so nothing can wedge the store). :meth:`EventStore.bound` lowers both for
+  a while (a consumer that needs less read-ahead now) and restores them.
 * :meth:`EventStore.get_without_ack` hands out the next entries as a :class:`Batch` with an
   increasing id (an empty batch has the id ``None``). It waits up to ``timeout`` for
   ``batch_size`` entries, and returns early when the buffer is full or the producer has flushed.
@@ -162,6 +163,8 @@ class EventStore:
             raise ConfigurationError("store capacity must be at least 1 entry and 1 byte")
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self._bound_entries = max_entries  # what puts may fill now (see bound())
+        self._bound_bytes = max_bytes
         self._size_of = size_of
         self._ring: list[Entry | None] = [None] * max_entries
         self._sizes: list[int] = [0] * max_entries
@@ -236,7 +239,9 @@ class EventStore:
                     if self._generation != generation:
                         raise StoreResetError("the event store was reset")
                     held = self._put_seq - self._release_seq
-                    if held < self.max_entries and (held == 0 or self._used_bytes + size <= self.max_bytes):
+                    if held < self._bound_entries and (
+                        held == 0 or self._used_bytes + size <= self._bound_bytes
+                    ):
                         break
                     self._producer_waiting = True
                     self._not_empty.notify_all()
@@ -267,9 +272,9 @@ class EventStore:
         if self._closed:
             return False
         held = self._put_seq - self._release_seq
-        if held + n > self.max_entries:
+        if held + n > self._bound_entries:
             return False
-        return self._used_bytes + size <= self.max_bytes or (held == 0 and n == 1)
+        return self._used_bytes + size <= self._bound_bytes or (held == 0 and n == 1)
 
     def _append_all(self, entries: list[Entry], each: list[int]) -> int:
         """Append entries known to fit (:meth:`_fits`) in one go, ``each`` their sizes (lock held)."""
@@ -376,7 +381,25 @@ class EventStore:
             return batch
 
     def _full(self) -> bool:
-        return self._put_seq - self._release_seq >= self.max_entries or self._used_bytes >= self.max_bytes
+        return (
+            self._put_seq - self._release_seq >= self._bound_entries or self._used_bytes >= self._bound_bytes
+        )
+
+    def bound(self, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        """From now on buffer at most ``max_entries`` entries and ``max_bytes`` estimated bytes
+        (each at most the capacity the store was made with; ``None``: that capacity). What is
+        buffered stays; the producer waits until the buffer is below the new bound.
+
+        For a consumer whose need for read-ahead changes: a drain reads far ahead while Spark
+        starts (its batches wait in the store until Spark is up) and needs a few batches once it
+        folds as it reads (:func:`~airflow_provider_binlog.drain.loop.read_ahead`).
+        """
+        if (max_entries is not None and max_entries < 1) or (max_bytes is not None and max_bytes < 1):
+            raise ConfigurationError("store capacity must be at least 1 entry and 1 byte")
+        with self._lock:
+            self._bound_entries = min(max_entries or self.max_entries, self.max_entries)
+            self._bound_bytes = min(max_bytes or self.max_bytes, self.max_bytes)
+            self._not_full.notify_all()  # a raised bound lets a waiting producer on
 
     def ack(self, batch_id: int) -> Batch:
         """Release the oldest outstanding batch.

@@ -51,6 +51,10 @@ class _NoStore:
     def release(self, batch_id: int) -> None:
         return None
 
+    def bound(self, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        """The read-ahead is the canal server's own store."""
+        return None
+
 
 @dataclass(frozen=True)
 class CanalCursor:

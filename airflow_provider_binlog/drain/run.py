@@ -122,8 +122,9 @@ class StoreCapacity(TypedDict):
 
 
 def store_capacity(limits: Limits) -> StoreCapacity:
-    """The store's read-ahead for these limits (:class:`~..canal.instance.InstanceConfig` fields):
-    a quarter of a commit's rows and bytes on top of a batch."""
+    """The store's capacity for these limits (:class:`~..canal.instance.InstanceConfig` fields):
+    a quarter of a commit's rows and bytes on top of a batch. All of it reads ahead only while
+    Spark starts; then the loop bounds it to :func:`~.loop.read_ahead`."""
     return StoreCapacity(
         max_entries=limits.max_rows_per_commit // 4 + limits.batch_size,
         max_bytes=limits.max_bytes_per_commit // 4 + 64 * 1024 * 1024,

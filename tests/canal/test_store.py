@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_binlog.canal.change import TransactionEnd
 from airflow_provider_binlog.canal.errors import BatchOrderError, StoreClosedError
 from airflow_provider_binlog.canal.store import EventStore, StoreResetError, estimate_size, row_size
+from airflow_provider_binlog.errors import ConfigurationError
 
 from .helpers import ddl, end, row, transactions
 
@@ -102,6 +103,37 @@ def test_put_blocks_when_full_by_entries_and_by_bytes() -> None:
     # an entry bigger than the whole budget still goes into an empty buffer
     huge = EventStore(max_entries=10, max_bytes=10)
     assert huge.put([row(1, "z" * 10_000), row(2)], timeout=0.05) == 1
+
+
+def test_a_bound_below_the_capacity_holds_the_producer_until_raised() -> None:
+    """bound() lowers what puts may fill (entries and bytes) without losing what is buffered; a
+    get returns early at the bound as at a full store; bound() without arguments restores the
+    capacity and wakes a waiting producer."""
+    store = EventStore(max_entries=10)
+    assert store.put([row(i) for i in range(6)], timeout=0.05) == 6
+    store.bound(max_entries=4)
+    assert store.put(row(6), timeout=0.05) == 0  # 6 buffered: over the bound of 4
+    assert len(store.get_without_ack(100, timeout=10)) == 6  # full at the bound: no 10 s wait
+    assert store.put([row(i) for i in range(6, 12)], timeout=0.05) == 0  # 6 taken, not released
+    store.ack(1)
+    assert store.put([row(i) for i in range(6, 12)], timeout=0.05) == 4
+
+    waiting = threading.Thread(target=lambda: store.put([row(10), row(11)]), daemon=True)
+    waiting.start()
+    time.sleep(0.05)
+    assert store.buffered == 4 and waiting.is_alive()
+    store.bound()  # back to 10 entries
+    waiting.join(5)
+    assert not waiting.is_alive() and store.buffered == 6
+
+    size = estimate_size(row(0, "y" * 1000))
+    by_bytes = EventStore(max_entries=1000, max_bytes=size * 10)
+    by_bytes.bound(max_bytes=size * 2)
+    assert by_bytes.put([row(i, "y" * 1000) for i in range(5)], timeout=0.05) == 2
+    by_bytes.bound(max_entries=5000, max_bytes=size * 50)  # never above the capacity: the ring's size
+    assert by_bytes.put([row(i, "y" * 1000) for i in range(2, 20)], timeout=0.05) == 8
+    with pytest.raises(ConfigurationError):
+        by_bytes.bound(max_entries=0)
 
 
 def test_get_returns_early_when_the_producer_is_blocked() -> None:

@@ -64,6 +64,9 @@ class FakeStore:
         self.released.append(batch_id)
         self.log.add("release", batch_id)
 
+    def bound(self, max_entries: int, max_bytes: int) -> None:
+        self.log.add("bound", max_entries, max_bytes)
+
 
 class FakeInstance:
     """Hands out ``batches`` batches of ``per_batch`` entries after the cursor, then empty batches;
@@ -319,13 +322,19 @@ def test_batches_taken_while_spark_starts_wait_aside_then_fold_in_order(
         loop.pending.append(batch.id)
         loop._feed(batch.id, batch.entries)
     assert loop.merger is None and not log.of("fold") and not instance.store.released
+    assert not log.of("bound")  # the store's whole capacity reads ahead while Spark starts
     gate.set()
     loop._feed(wait_for_spark=True)
     assert [e[1] for e in log.of("fold")] == [1, 2, 3] and instance.store.released == [1, 2, 3]
+    # then, once, a few batches' read-ahead: after what waited for Spark was folded and released
+    assert log.of("bound") == [("bound", 24, 1024 * 1024 * 1024 // 16 + 16 * 1024 * 1024)]
+    kinds = [e[0] for e in log.events if e[0] in ("bound", "release")]
+    assert kinds == ["release", "release", "release", "bound"]
     assert loop.rows == 9 and loop.pending == [1, 2, 3]
     loop.run()  # the loop goes on from there
     assert instance.acked == [1, 2, 3, 4]
     check_acks(log, instance)
+    assert len(log.of("bound")) == 1
 
 
 def test_an_idle_committer_takes_a_tenth_of_max_rows(
