@@ -21,6 +21,11 @@ Measured 2026-11-29 03:44-03:48 UTC (load 0.8-2.9), 40 tables x 2000 changes, ro
 table merged by the driver: 404 py4j calls and 0.156 JVM CPU-seconds per commit before
 ``lake/java_classes.py`` and ``lake/table_schema.py``, 200 and 0.094 after.
 
+Measured 2026-11-29 12:42-13:02 UTC (load 1.0-2.7), 20 tables x 2000 changes, 12 rounds: py4j
+calls per commit in the 12th round 384 / 346 with ``lake/content_files.py`` (the planned files
+and the new deletion vectors through Iceberg's JSON), 807 / 865 before it (the calls grew with
+the files each round adds).
+
 Measured 2026-11-25 02:38-02:45 UTC, 2 cores shared (load average 8-14: compare CPU seconds, and
 expect +-15%), 30 tables x 400 changes, rounds 1 and 2, JVM CPU-seconds per commit:
 
