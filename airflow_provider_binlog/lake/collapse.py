@@ -2,14 +2,17 @@
 
 Pure Python (no Spark). A :class:`Piece` holds the row changes of one target between TRUNCATEs,
 already reduced to one action per key, so a chunk's memory follows the keys it touches, not the
-changes it read: ``key -> (values, schema, meta)``, where ``values`` is the after image of an
-upsert or ``None`` for a delete (the key is all a delete needs); an update that changes the key
-yields a delete of the old key and an upsert of the new one. Folding a run of changes in one call
-or in several gives the same piece.
+changes it read: per key the after image of an upsert, or a delete (the key is all a delete
+needs); an update that changes the key yields a delete of the old key and an upsert of the new
+one. Folding a run of changes in one call or in several gives the same piece.
 
 An after image is kept as the tuple of its values in the order of ``schema.columns`` when it holds
 exactly those columns in that order (a full image, as the decoder makes it): a tuple takes a fifth
-of a dict's memory. Any other image is kept as its dict.
+of a dict's memory. Any other image is kept as its dict. What a piece holds per key
+(:data:`Held`) is that tuple alone when it is a full image of the piece's schema (the first
+schema it met) and no metadata is kept: a long drain's chunk holds hundreds of thousands of them,
+and a ``(values, schema, meta)`` tuple around each cost 64 bytes more (about a tenth of a held
+image).
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ Meta = tuple[Op, int, BinlogPosition]
 Values = tuple[Any, ...] | dict[str, Any]
 """An after image: values in ``schema.columns`` order, or the image's dict."""
 
-Folded = tuple[Values | None, TableSchema | None, Meta | None]
-"""What a piece holds per key: ``(after image or None for a delete, its schema, meta)``."""
+Held = tuple[Any, ...] | list[Any] | None
+"""What a piece holds per key: a full image of :attr:`Piece.schema` in its column order (a tuple),
+a delete without metadata (``None``), or anything else as the list ``[values, schema, meta]``
+(the after image, or ``None`` for a delete; its schema; :data:`Meta` or ``None``)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -44,7 +49,7 @@ class Piece:
 
     keys: tuple[str, ...]
     with_meta: bool = False
-    state: dict[Any, Folded] = field(default_factory=dict)
+    state: dict[Any, Held] = field(default_factory=dict)
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
@@ -61,6 +66,9 @@ class Piece:
     shard: Callable[[str, str], str] | None = None
     """``(schema, table) -> shard value`` when ``keys`` end with the shard column (see
     :mod:`.shards`): a key is then the source key's values and the change's shard value, flat."""
+    schema: TableSchema | None = None
+    """The schema whose full images, in its column order, :attr:`state` holds as bare tuples (the
+    first one met with such an image; ``None`` until then and when metadata is kept)."""
 
 
 def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
@@ -85,7 +93,7 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     inserts = updates = deletes = 0
     existing = piece.existing
     seen: TableSchema | None = None  # the schema of the previous change, and what is known of it
-    width, in_order = -1, False
+    width, in_order, bare = -1, False, False  # bare: its full images are held as tuples alone
     try:
         for c in changes:
             op = c.op
@@ -100,6 +108,9 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
                 if schema is not seen:
                     seen = schema
                     width, in_order = _layout(piece, schema, after)
+                    if in_order and not with_meta and piece.schema is None:
+                        piece.schema = schema
+                    bare = in_order and not with_meta and schema is piece.schema
                 if len(after) != width:
                     if len(after) < width:
                         raise LakeError(
@@ -116,16 +127,16 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
                     if not existing and old not in state:
                         existing = True
                     if old != new:
-                        state[old] = (None, None, meta) if with_meta else _DELETED
+                        state[old] = [None, None, meta] if with_meta else None
                 else:
                     inserts += 1
-                state[new] = (values, schema, meta)
+                state[new] = values if bare and type(values) is tuple else [values, schema, meta]
             else:
                 deletes += 1
                 old = key_of(c.before or {})
                 if not existing and old not in state:
                     existing = True
-                state[old] = (None, None, meta) if with_meta else _DELETED
+                state[old] = [None, None, meta] if with_meta else None
     except KeyError as exc:
         raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
     piece.inserts += inserts
@@ -135,10 +146,6 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     if changes:
         piece.last = changes[-1]
     return len(state) - held
-
-
-_DELETED: Folded = (None, None, None)
-"""A deleted key without metadata (one shared tuple: a delete holds nothing of its own)."""
 
 
 def _shard_key(keys: tuple[str, ...]) -> tuple[Callable[[Any], Any], list[Any]]:
@@ -166,11 +173,15 @@ def _layout(piece: Piece, schema: TableSchema | None, image: dict[str, Any]) -> 
 
 
 def staged_rows(
-    items: Sequence[tuple[Any, Folded]], names: Sequence[str], keys: tuple[str, ...]
+    items: Sequence[tuple[Any, Held]],
+    names: Sequence[str],
+    keys: tuple[str, ...],
+    schema: TableSchema | None = None,
 ) -> list[Sequence[Any]]:
-    """One row of the lake columns ``names`` per folded ``(key, (values, schema, meta))``: an
-    upsert's image (``None`` for a column its schema lacks), a delete's key (``None`` elsewhere).
+    """One row of the lake columns ``names`` per ``(key, held)`` of a piece's state: an upsert's
+    image (``None`` for a column its schema lacks), a delete's key (``None`` elsewhere).
 
+    :param schema: the piece's :attr:`Piece.schema` (the schema of its bare tuples).
     :raises ValueError: a key column is not among ``names``.
     """
     key_pos = [list(names).index(k) for k in keys]
@@ -178,7 +189,15 @@ def staged_rows(
     layouts: dict[int, list[int] | None] = {}  # per schema: None = its columns are ``names``
     out: list[Sequence[Any]] = []
     append = out.append
-    for key, (values, schema, _meta) in items:
+    values: Values | None
+    own: TableSchema | None
+    for key, held in items:
+        if type(held) is tuple:
+            values, own = held, schema
+        elif held is None:
+            values = own = None
+        else:
+            values, own = held[0], held[1]
         if values is None:
             row: list[Any] = nulls.copy()
             if len(key_pos) == 1:
@@ -188,12 +207,12 @@ def staged_rows(
                     row[p] = v
             append(row)
         elif type(values) is tuple:
-            assert schema is not None
-            layout = layouts.get(id(schema), _UNKNOWN)
+            assert own is not None
+            layout = layouts.get(id(own), _UNKNOWN)
             if layout is _UNKNOWN:
-                own = schema.column_names
-                layout = None if own == tuple(names) else [own.index(n) if n in own else -1 for n in names]
-                layouts[id(schema)] = layout
+                have = own.column_names
+                layout = None if have == tuple(names) else [have.index(n) if n in have else -1 for n in names]
+                layouts[id(own)] = layout
             append(values if layout is None else [values[i] if i >= 0 else None for i in layout])
         else:
             assert isinstance(values, dict)

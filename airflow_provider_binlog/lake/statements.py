@@ -27,7 +27,7 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
 from airflow_provider_binlog.lake import commits, file_append, merge_sql, new_keys, position_delta
 from airflow_provider_binlog.lake.actions import DdlActions
-from airflow_provider_binlog.lake.collapse import Folded, Piece, staged_rows
+from airflow_provider_binlog.lake.collapse import Held, Piece, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
@@ -54,26 +54,30 @@ def utc_from_epoch(ts: int) -> datetime.datetime:
 
 
 def piece_columns(
-    items: list[tuple[Any, Folded]],
+    items: list[tuple[Any, Held]],
     names: list[str],
     keys: tuple[str, ...],
     with_meta: bool,
     shard: int | None = None,
+    schema: TableSchema | None = None,
 ) -> Iterable[list[list[Any]]]:
     """The staged columns of a folded piece, in chunks of rows: ``names``, the action (``U``/``D``),
     then with ``with_meta`` the metadata columns of each key's last change.
 
     :param shard: the index in ``names`` of the shard column, the last part of every key (see
         :mod:`.shards`).
+    :param schema: the piece's :attr:`~.collapse.Piece.schema`.
     """
     for lo in range(0, len(items), DEFAULT_CHUNK_ROWS):
         part = items[lo : lo + DEFAULT_CHUNK_ROWS]
-        out = [list(column) for column in zip(*staged_rows(part, names, keys), strict=True)]
+        out = [list(column) for column in zip(*staged_rows(part, names, keys, schema), strict=True)]
         if shard is not None:  # an upsert's image has no shard column: its key has the value
-            out[shard] = [key[-1] for key, _folded in part]
-        out.append(["D" if values is None else "U" for _key, (values, _schema, _meta) in part])
-        if with_meta:
-            metas = [meta for _key, (_values, _schema, meta) in part]
+            out[shard] = [key[-1] for key, _held in part]
+        out.append(
+            ["D" if held is None or (type(held) is list and held[0] is None) else "U" for _k, held in part]
+        )
+        if with_meta:  # every key holds [values, schema, meta]
+            metas = [held[2] for _key, held in part]  # type: ignore[index]
             out.append([m[0].value if m else None for m in metas])
             out.append([utc_from_epoch(m[1]) if m else None for m in metas])
             out.append([str(m[2]) if m else None for m in metas])
@@ -86,7 +90,7 @@ _INTEGER_TYPES = (INT, BIGINT, UBIGINT)  # staged as the decoder's ints, unchang
 
 
 def key_ranges(
-    items: list[tuple[Any, Folded]], keys: tuple[str, ...], columns: list[LakeColumn]
+    items: list[tuple[Any, Held]], keys: tuple[str, ...], columns: list[LakeColumn]
 ) -> dict[str, tuple[int, int]]:
     """Integer key column -> the lowest and highest value a piece stages in it (a column with a NULL
     or a non-integer value among them is left out), for :func:`.merge_sql.key_condition`."""
@@ -261,11 +265,11 @@ class Statements:
             stage_cols += META_COLUMNS
         items = list(state.items())
         del state
-        deletes = sum(1 for _key, (values, _schema, _meta) in items if values is None)
+        deletes = sum(1 for _k, held in items if held is None or (type(held) is list and held[0] is None))
         upserts = len(items) - deletes
         ranges = key_ranges(items, keys, columns)
         view, stage_name, _ = self.views.stage(
-            stage_cols, column_chunks=piece_columns(items, names, keys, with_meta, shard_at)
+            stage_cols, column_chunks=piece_columns(items, names, keys, with_meta, shard_at, piece.schema)
         )
         del items  # the state dies here, before the MERGE runs
         null_safe = bool(opts.key_columns)

@@ -57,12 +57,11 @@ def _apply(initial: dict[Any, dict[str, Any]], piece: Piece) -> dict[Any, dict[s
     out = {k: dict(v) for k, v in initial.items()}
     names = SCHEMA.column_names
     items = list(piece.state.items())
-    for (key, (values, _schema, _meta)), row in zip(
-        items, staged_rows(items, names, ("a", "b")), strict=True
-    ):
+    for (key, held), row in zip(items, staged_rows(items, names, ("a", "b"), piece.schema), strict=True):
         image = dict(zip(names, row, strict=True))
         assert (image["a"], image["b"]) == key
-        if values is not None:
+        if held is not None:  # without metadata a delete holds None, a full image its tuple
+            assert type(held) is tuple and held == row
             out[key] = image
         else:
             assert image["v"] is None  # a delete stages its key only
@@ -114,8 +113,10 @@ def test_metadata_is_the_last_change_of_each_key() -> None:
     second = _change(2, Op.UPDATE, first.after, {"a": 1, "b": 2, "v": 2})  # moves the key
     piece = Piece(SCHEMA.primary_key, with_meta=True)
     fold(piece, [first, second], "lake.t")
-    assert piece.state[(1, 1)] == (None, None, (Op.UPDATE, second.timestamp, second.position))
-    assert piece.state[(1, 2)] == ((1, 2, 2), SCHEMA, (Op.UPDATE, second.timestamp, second.position))
+    # with metadata every key holds [values, schema, meta]
+    assert piece.state[(1, 1)] == [None, None, (Op.UPDATE, second.timestamp, second.position)]
+    assert piece.state[(1, 2)] == [(1, 2, 2), SCHEMA, (Op.UPDATE, second.timestamp, second.position)]
+    assert piece.schema is None
     assert Piece(SCHEMA.primary_key).with_meta is False
 
 
@@ -129,8 +130,9 @@ def test_partial_images_and_missing_keys_are_refused() -> None:
 
 
 def test_images_are_tuples_in_column_order_and_staged_under_a_wider_schema() -> None:
-    """Full images become value tuples; an image of an older schema (before ADD COLUMN) stages NULL
-    for the new column; an image whose keys are not in column order stays a dict."""
+    """Full images become value tuples, held alone for the piece's first schema and with their
+    schema for another; an image of an older schema (before ADD COLUMN) stages NULL for the new
+    column; an image whose keys are not in column order stays a dict."""
     wider = TableSchema("db", "t", (*SCHEMA.columns, ColumnDef("w", T.LONG)), SCHEMA.primary_key)
     old = _change(1, Op.INSERT, None, {"a": 1, "b": 1, "v": 1})
     new = dataclasses.replace(
@@ -139,15 +141,26 @@ def test_images_are_tuples_in_column_order_and_staged_under_a_wider_schema() -> 
     shuffled = _change(3, Op.INSERT, None, {"v": 3, "b": 1, "a": 3})
     piece = Piece(SCHEMA.primary_key)
     fold(piece, [old, new], "lake.t")
-    assert piece.state[(1, 1)][0] == (1, 1, 1) and piece.state[(2, 1)][0] == (2, 1, 2, 9)
+    assert piece.schema is SCHEMA
+    assert piece.state == {(1, 1): (1, 1, 1), (2, 1): [(2, 1, 2, 9), wider, None]}
     other = Piece(SCHEMA.primary_key)
     fold(other, [shuffled], "lake.t")
-    assert other.state[(3, 1)][0] == {"v": 3, "b": 1, "a": 3}
+    assert other.state[(3, 1)] == [{"v": 3, "b": 1, "a": 3}, SCHEMA, None] and other.schema is None
     items = [*piece.state.items(), *other.state.items()]
-    assert staged_rows(items, wider.column_names, ("a", "b")) == [
+    assert staged_rows(items, wider.column_names, ("a", "b"), SCHEMA) == [
         [1, 1, 1, None],
         (2, 1, 2, 9),
         [3, 1, 3, None],
+    ]
+    # the wider schema first: its images are the bare ones, the older one's carry their schema
+    later = Piece(SCHEMA.primary_key)
+    fold(later, [new], "lake.t")
+    fold(later, [old, _change(4, Op.DELETE, {"a": 2, "b": 1, "v": 2}, None)], "lake.t")
+    assert later.schema is wider
+    assert later.state == {(2, 1): None, (1, 1): [(1, 1, 1), SCHEMA, None]}
+    assert staged_rows(list(later.state.items()), wider.column_names, ("a", "b"), wider) == [
+        [2, 1, None, None],
+        [1, 1, 1, None],
     ]
 
 
