@@ -113,15 +113,19 @@ def test_a_bound_below_the_capacity_holds_the_producer_until_raised() -> None:
     assert store.put([row(i) for i in range(6)], timeout=0.05) == 6
     store.bound(max_entries=4)
     assert store.put(row(6), timeout=0.05) == 0  # 6 buffered: over the bound of 4
-    assert len(store.get_without_ack(100, timeout=10)) == 6  # full at the bound: no 10 s wait
+    t0 = time.monotonic()
+    assert len(store.get_without_ack(100, timeout=10)) == 6
+    assert time.monotonic() - t0 < 5  # full at the bound: no wait for the 100 entries asked
     assert store.put([row(i) for i in range(6, 12)], timeout=0.05) == 0  # 6 taken, not released
     store.ack(1)
     assert store.put([row(i) for i in range(6, 12)], timeout=0.05) == 4
 
     waiting = threading.Thread(target=lambda: store.put([row(10), row(11)]), daemon=True)
     waiting.start()
-    time.sleep(0.05)
-    assert store.buffered == 4 and waiting.is_alive()
+    deadline = time.monotonic() + 10
+    while not store._producer_waiting and time.monotonic() < deadline:  # blocked in put
+        time.sleep(0.01)
+    assert store._producer_waiting and store.buffered == 4 and waiting.is_alive()
     store.bound()  # back to 10 entries
     waiting.join(5)
     assert not waiting.is_alive() and store.buffered == 6
