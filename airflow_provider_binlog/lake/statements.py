@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.columns import TableSchema
@@ -54,7 +55,7 @@ def utc_from_epoch(ts: int) -> datetime.datetime:
 
 
 def piece_columns(
-    items: list[tuple[Any, Held]],
+    items: Iterable[tuple[Any, Held]],
     names: list[str],
     keys: tuple[str, ...],
     with_meta: bool,
@@ -68,8 +69,8 @@ def piece_columns(
         :mod:`.shards`).
     :param schema: the piece's :attr:`~.collapse.Piece.schema`.
     """
-    for lo in range(0, len(items), DEFAULT_CHUNK_ROWS):
-        part = items[lo : lo + DEFAULT_CHUNK_ROWS]
+    rest = iter(items)
+    while part := list(itertools.islice(rest, DEFAULT_CHUNK_ROWS)):
         out = [list(column) for column in zip(*staged_rows(part, names, keys, schema), strict=True)]
         if shard is not None:  # an upsert's image has no shard column: its key has the value
             out[shard] = [key[-1] for key, _held in part]
@@ -90,18 +91,21 @@ _INTEGER_TYPES = (INT, BIGINT, UBIGINT)  # staged as the decoder's ints, unchang
 
 
 def key_ranges(
-    items: list[tuple[Any, Held]], keys: tuple[str, ...], columns: list[LakeColumn]
+    held_keys: Collection[Any], keys: tuple[str, ...], columns: list[LakeColumn]
 ) -> dict[str, tuple[int, int]]:
     """Integer key column -> the lowest and highest value a piece stages in it (a column with a NULL
-    or a non-integer value among them is left out), for :func:`.merge_sql.key_condition`."""
-    if not items or os.environ.get(KEY_RANGE_ENV, "").lower() in ("off", "0", "false"):
+    or a non-integer value among them is left out), for :func:`.merge_sql.key_condition`.
+
+    :param held_keys: the piece's keys (its state), each the key column's value or a tuple of them.
+    """
+    if not held_keys or os.environ.get(KEY_RANGE_ENV, "").lower() in ("off", "0", "false"):
         return {}
     types = {c.name: c.type for c in columns}
     found: dict[str, tuple[int, int]] = {}
     for i, name in enumerate(keys):
         if types.get(name) not in _INTEGER_TYPES:
             continue
-        values = [key for key, _f in items] if len(keys) == 1 else [key[i] for key, _f in items]
+        values = list(held_keys) if len(keys) == 1 else [key[i] for key in held_keys]
         try:
             lo, hi = min(values), max(values)
         except TypeError:  # a NULL (a configured key column), or mixed types
@@ -263,15 +267,17 @@ class Statements:
         stage_cols = [*columns, LakeColumn(ACTION_COLUMN, STRING)]
         if with_meta:
             stage_cols += META_COLUMNS
-        items = list(state.items())
-        del state
-        deletes = sum(1 for _k, held in items if held is None or (type(held) is list and held[0] is None))
-        upserts = len(items) - deletes
-        ranges = key_ranges(items, keys, columns)
-        view, stage_name, _ = self.views.stage(
-            stage_cols, column_chunks=piece_columns(items, names, keys, with_meta, shard_at, piece.schema)
+        # the state is read where it is (a list of its items would cost 64 bytes more per row image)
+        deletes = sum(
+            1 for held in state.values() if held is None or (type(held) is list and held[0] is None)
         )
-        del items  # the state dies here, before the MERGE runs
+        upserts = len(state) - deletes
+        ranges = key_ranges(state, keys, columns)
+        view, stage_name, _ = self.views.stage(
+            stage_cols,
+            column_chunks=piece_columns(state.items(), names, keys, with_meta, shard_at, piece.schema),
+        )
+        del state  # the state dies here, before the MERGE runs
         null_safe = bool(opts.key_columns)
         statement = merge_sql.merge_sql(
             target,

@@ -69,8 +69,8 @@ def test_key_ranges_of_a_piece_only_for_integer_columns_without_nulls(
     from airflow_provider_binlog.lake.statements import KEY_RANGE_ENV, key_ranges
     from airflow_provider_binlog.lake.types import INT, TIME, UBIGINT
 
-    def items(*keys: Any) -> list[tuple[Any, Any]]:
-        return [(k, (None, None, None)) for k in keys]
+    def items(*keys: Any) -> dict[Any, Any]:  # a piece's state: its keys, each a delete here
+        return dict.fromkeys(keys)
 
     cols = [LakeColumn("id", BIGINT), LakeColumn("s", STRING), LakeColumn("n", INT)]
     assert key_ranges(items(7, -2, 40), ("id",), cols) == {"id": (-2, 40)}
@@ -81,7 +81,7 @@ def test_key_ranges_of_a_piece_only_for_integer_columns_without_nulls(
     times = items(datetime.timedelta(seconds=1), datetime.timedelta(seconds=2))
     assert key_ranges(times, ("t",), [LakeColumn("t", TIME)]) == {}
     assert key_ranges(items(True, 3), ("n",), cols) == {}
-    assert key_ranges([], ("id",), cols) == {}
+    assert key_ranges({}, ("id",), cols) == {}
     monkeypatch.setenv(KEY_RANGE_ENV, "off")
     assert key_ranges(items(1, 2), ("id",), cols) == {}
 
