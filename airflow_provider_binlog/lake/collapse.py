@@ -17,7 +17,7 @@ image).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -146,6 +146,18 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     if changes:
         piece.last = changes[-1]
     return len(state) - held
+
+
+def staged_actions(helds: Iterable[Held]) -> list[str]:
+    """The staged action of each of a piece's held values, in order: ``D`` for a delete, ``U`` for
+    an upsert."""
+    return ["D" if held is None or (type(held) is list and held[0] is None) else "U" for held in helds]
+
+
+def held_metas(helds: Iterable[Held]) -> list[Meta | None]:
+    """:data:`Meta` of each of a piece's held values, in order (a piece that keeps metadata holds
+    every key as ``[values, schema, meta]``)."""
+    return [held[2] for held in helds]  # type: ignore[index]
 
 
 def _shard_key(keys: tuple[str, ...]) -> tuple[Callable[[Any], Any], list[Any]]:

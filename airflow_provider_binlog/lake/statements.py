@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import functools
 import itertools
+import operator
 import os
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
 from airflow_provider_binlog.lake import commits, file_append, merge_sql, new_keys, position_delta
 from airflow_provider_binlog.lake.actions import DdlActions
-from airflow_provider_binlog.lake.collapse import Held, Piece, staged_rows
+from airflow_provider_binlog.lake.collapse import Held, Piece, held_metas, staged_actions, staged_rows
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
@@ -54,6 +55,9 @@ def utc_from_epoch(ts: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
 
 
+_HELD = operator.itemgetter(1)  # of a piece's (key, held) item
+
+
 def piece_columns(
     items: Iterable[tuple[Any, Held]],
     names: list[str],
@@ -74,14 +78,12 @@ def piece_columns(
         out = [list(column) for column in zip(*staged_rows(part, names, keys, schema), strict=True)]
         if shard is not None:  # an upsert's image has no shard column: its key has the value
             out[shard] = [key[-1] for key, _held in part]
-        out.append(
-            ["D" if held is None or (type(held) is list and held[0] is None) else "U" for _k, held in part]
-        )
-        if with_meta:  # every key holds [values, schema, meta]
-            metas = [held[2] for _key, held in part]  # type: ignore[index]
-            out.append([m[0].value if m else None for m in metas])
-            out.append([utc_from_epoch(m[1]) if m else None for m in metas])
-            out.append([str(m[2]) if m else None for m in metas])
+        out.append(staged_actions(map(_HELD, part)))
+        if with_meta:
+            last = held_metas(map(_HELD, part))
+            out.append([m[0].value if m else None for m in last])
+            out.append([utc_from_epoch(m[1]) if m else None for m in last])
+            out.append([str(m[2]) if m else None for m in last])
         yield out
 
 
@@ -268,9 +270,7 @@ class Statements:
         if with_meta:
             stage_cols += META_COLUMNS
         # the state is read where it is (a list of its items would cost 64 bytes more per row image)
-        deletes = sum(
-            1 for held in state.values() if held is None or (type(held) is list and held[0] is None)
-        )
+        deletes = staged_actions(state.values()).count("D")
         upserts = len(state) - deletes
         ranges = key_ranges(state, keys, columns)
         view, stage_name, _ = self.views.stage(
