@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
@@ -49,7 +49,7 @@ from airflow_provider_binlog.lake.options import (
 )
 from airflow_provider_binlog.lake.pending import Pending
 from airflow_provider_binlog.lake.routes import Resolver, TargetRoutes
-from airflow_provider_binlog.lake.runner import TargetRunner, table_lock
+from airflow_provider_binlog.lake.runner import Step, TargetRunner, table_lock
 from airflow_provider_binlog.lake.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 from airflow_provider_binlog.lake.staging import StagedViews, StagingArea
@@ -352,14 +352,17 @@ class ChangeMerger:
                     locks.enter_context(table_lock(target))
                 prepare = self.statements.prepare
                 sources = {target: chunk_sources(p) for target, p in buffers.items()}
-                prepared = [
-                    (t, prepare(t, pending, end_position, counts.setdefault(t, TableCounts())))
-                    for t, pending in buffers.items()
-                ]
-                buffers.clear()
-                if staged is not None:
-                    staged()
-                self.runner.run_all(prepared)
+
+                def prepared() -> Iterator[tuple[str, list[Step]]]:
+                    """Each target staged in turn: it merges while the next one is staged."""
+                    for name, pending in list(buffers.items()):
+                        counted = counts.setdefault(name, TableCounts())
+                        yield name, prepare(name, pending, end_position, counted)
+                    buffers.clear()
+                    if staged is not None:
+                        staged()
+
+                self.runner.run_as_prepared(prepared())
                 for target, found in sources.items():
                     if found:  # else every change was in the table already
                         self.sources.setdefault(self._routes.display(target), {}).update(found)

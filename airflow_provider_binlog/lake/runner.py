@@ -62,6 +62,35 @@ class TargetRunner:
         the first failure; the targets that succeeded stay committed, with their marks."""
         self.map(self._run_target, [(target, steps) for target, steps in prepared if steps])
 
+    def run_as_prepared(self, prepared: Iterable[tuple[str, list[Step]]]) -> None:
+        """Like :meth:`run_all`, but each target starts on the pool as soon as ``prepared`` yields
+        it, while the caller prepares the next (staging a chunk's next table while the ones before
+        it merge). With one thread, everything is prepared first, then run.
+
+        Waits for every started target, then raises the first failure in order. When preparing
+        fails, the targets started before still run to their end (committed, with their marks, as
+        when a later target's merge fails), then that failure is raised, with a note naming any
+        started target that failed too.
+        """
+        if self.parallel <= 1:
+            self.run_all(list(prepared))
+            return
+        futures: list[concurrent.futures.Future[None]] = []
+        try:
+            for work in prepared:
+                if work[1]:
+                    futures.append(self._start(self._run_target, work))
+        except BaseException as exc:
+            concurrent.futures.wait(futures)
+            for future in futures:
+                failed = future.exception()
+                if failed is not None:
+                    exc.add_note(f"a target started before this failure failed too: {failed!r}")
+            raise
+        concurrent.futures.wait(futures)
+        for future in futures:
+            future.result()
+
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``fn`` of every item, up to ``parallel`` at once, the results in the items' order.
 
@@ -71,11 +100,14 @@ class TargetRunner:
         work = list(items)
         if len(work) <= 1 or self.parallel <= 1:
             return [fn(item) for item in work]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="binlog-cdc-merge")
-        futures = [self._pool.submit(self._call_here, fn, item) for item in work]
+        futures = [self._start(fn, item) for item in work]
         concurrent.futures.wait(futures)
         return [future.result() for future in futures]
+
+    def _start(self, fn: Callable[[T], R], item: T) -> concurrent.futures.Future[R]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="binlog-cdc-merge")
+        return self._pool.submit(self._call_here, fn, item)
 
     def _call_here(self, fn: Callable[[T], R], item: T) -> R:
         activate(self.spark)  # a pool thread's JVM thread has no active session of its own

@@ -91,3 +91,63 @@ def test_map_one_at_a_time_runs_on_the_calling_thread(parallel: int, items: int)
     assert r.map(read, range(items)) == [-n for n in range(items)]
     assert threads <= {threading.get_ident()}
     assert r._pool is None, "no pool was started"
+
+
+def test_run_as_prepared_starts_a_target_before_the_next_is_prepared() -> None:
+    """The second target is prepared only once the first one's statement runs on the pool."""
+    first_runs = threading.Event()
+    ran: list[str] = []
+
+    def prepared() -> Any:
+        yield "a", [(lambda: (ran.append("a"), first_runs.set()), None)]
+        assert first_runs.wait(WAIT), "the first target did not start while the next was prepared"
+        yield "b", [(lambda: ran.append("b"), None)]
+        yield "c", []  # nothing to run
+
+    r = runner(2)
+    try:
+        r.run_as_prepared(prepared())
+    finally:
+        r.close()
+    assert sorted(ran) == ["a", "b"]
+
+
+def test_run_as_prepared_lets_started_targets_end_then_raises_the_preparing_failure() -> None:
+    release = threading.Event()
+    ended: list[str] = []
+
+    def slow() -> None:
+        assert release.wait(WAIT)
+        ended.append("a")
+
+    def refused() -> None:
+        raise ValueError("table b refused")
+
+    def prepared() -> Any:
+        yield "a", [(slow, None)]
+        yield "b", [(refused, None)]
+        release.set()
+        raise RuntimeError("table c: a type mapping error")
+
+    r = runner(2)
+    try:
+        with pytest.raises(RuntimeError, match="type mapping") as caught:
+            r.run_as_prepared(prepared())
+    finally:
+        r.close()
+    assert ended == ["a"], "a target started before the failure did not run to its end"
+    assert any("table b refused" in note for note in caught.value.__notes__)
+
+
+def test_run_as_prepared_with_one_thread_prepares_everything_first() -> None:
+    events: list[str] = []
+
+    def prepared() -> Any:
+        for name in ("a", "b"):
+            events.append(f"prepare {name}")
+            yield name, [(lambda name=name: events.append(f"run {name}"), None)]
+
+    r = runner(1)
+    r.run_as_prepared(prepared())
+    assert events == ["prepare a", "prepare b", "run a", "run b"]
+    assert r._pool is None
