@@ -1,6 +1,5 @@
 """The data and delete files the driver's merge plans and writes, passed to and from the JVM as
-Iceberg's own JSON (``ScanTaskParser``, ``ContentFileParser``, Puffin's ``FileMetadataParser``)
-instead of one py4j call per field.
+Iceberg's own JSON (``ScanTaskParser``, ``ContentFileParser``) instead of one py4j call per field.
 
 Every call through py4j is a round trip to the JVM, and every JVM object it hands back costs one
 more when Python drops it. Read field by field, a planned data file with a deletion vector cost
@@ -10,8 +9,8 @@ vector's ``DeleteFile`` about 25 more (a builder call and a dropped object per f
 merged many times holds many files, so its commits grew by about 50 round trips per file
 (``bench/merge_wide.py``: 224 per commit in the first round, 594 in the eighth). Here a
 planned file costs two (its task, then the task's JSON) and a deletion vector's file two (the
-JSON read into a tree, then the file built from it); the blobs' offsets in the Puffin file cost
-three calls in all instead of three per blob.
+JSON read into a tree, then the file built from it). The Puffin file the vectors are blobs of is
+written in Python (:mod:`.puffin`), so its blobs' offsets are known without asking the JVM.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake.java_classes import java_class, java_static
+from airflow_provider_binlog.lake.java_classes import java_static
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,20 +101,6 @@ def scan(spark: SparkSession, table: Any, snapshot_id: int, row_filter: Any) -> 
     for i in range(int(listed.size())):
         task = listed.get(i)
         yield task, planned_of(json.loads(to_json(task)))
-
-
-def written_blobs(spark: SparkSession, writer: Any) -> list[tuple[int, int, str | None]]:
-    """``(offset, length, referenced-data-file property)`` of each blob a finished JVM Puffin
-    ``writer`` wrote, in order, from the Puffin footer's JSON (three calls to the JVM in all)."""
-    metadata = java_class(spark, "org.apache.iceberg.puffin.FileMetadata")(
-        writer.writtenBlobsMetadata(), java_static(spark, "java.util.Map", "of")()
-    )
-    to_json = java_static(spark, "org.apache.iceberg.puffin.FileMetadataParser", "toJson")
-    footer = json.loads(to_json(metadata, False))
-    return [
-        (int(blob["offset"]), int(blob["length"]), (blob.get("properties") or {}).get("referenced-data-file"))
-        for blob in footer["blobs"]
-    ]
 
 
 def deletion_vector_files(

@@ -212,6 +212,35 @@ _unwritable: set[str] = set()
 """Table locations pyarrow could not create a file in, in this process: Spark writes those."""
 
 
+def create(table: Any, location: str) -> tuple[pafs.FileSystem, str, Any]:
+    """Create file ``location`` of ``table`` (its folder too: a new table has no data folder yet);
+    return its filesystem, its path there and the open output stream.
+
+    :raises Unwritable: it could not be created (nothing written).
+    """
+    fs, path = file_in(table, location)
+    try:
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        return fs, path, fs.open_output_stream(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise Unwritable(f"{type(exc).__name__}: {exc}") from exc
+
+
+def write_bytes(table: Any, location: str, content: bytes) -> None:
+    """Write ``content`` as the new file ``location`` of ``table``; a failed write removes it.
+
+    :raises Unwritable: it could not be created (nothing written).
+    """
+    fs, path, sink = create(table, location)
+    try:
+        with sink:
+            sink.write(content)
+    except BaseException:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            fs.delete_file(path)
+        raise
+
+
 def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[str, int]:
     """Write the rows of ``tables`` (columns named as :attr:`Layout.sources`) as one Parquet file
     in ``table``'s data location; return ``(its location as Iceberg names it, row count)``. A
@@ -220,12 +249,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     :raises Unwritable: the file could not be created (nothing written).
     """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
-    fs, path = file_in(table, location)
-    try:
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)  # a new table has no data folder yet
-        sink = fs.open_output_stream(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise Unwritable(f"{type(exc).__name__}: {exc}") from exc
+    fs, path, sink = create(table, location)
     count = 0
     try:
         with (

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import content_files, file_append
+from airflow_provider_binlog.lake import content_files, file_append, puffin
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.java_classes import java_class, java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
@@ -73,6 +73,9 @@ POSITION_DELTA_ENV = "BINLOG_CDC_POSITION_DELTA"
 DV_MAGIC = bytes.fromhex("d1d33964")
 DV_BLOB = "deletion-vector-v1"
 CREATED_BY = "airflow-provider-binlog"
+ROW_POSITION_FIELD_ID = 2**31 - 1 - 2
+"""The field id of Iceberg's ``_pos`` metadata column (``MetadataColumns.ROW_POSITION``), which a
+deletion vector's blob names as its field."""
 
 
 MAX_ROWS_ENV = "BINLOG_CDC_POSITION_DELTA_MAX_ROWS"
@@ -343,32 +346,30 @@ def upserts_with_lineage(part: pa.Table, key: str, matched: Matched) -> pa.Table
 
 
 def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> tuple[str, list[Any]]:
-    """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location;
-    return ``(its location, the JVM DeleteFile of each, in order)``."""
+    """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location
+    (:mod:`.puffin`, written by pyarrow); return ``(its location, the JVM DeleteFile of each, in
+    order)``.
+
+    :raises file_append.Unwritable: the file could not be created (nothing written).
+    """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}-deletes.puffin"))
-    output = table.io().newOutputFile(location)
-    puffin = java_static(spark, "org.apache.iceberg.puffin.Puffin", "write")
-    writer = puffin(output).createdBy(CREATED_BY).build()
+    blobs = [
+        puffin.Blob(
+            dv_blob(m.positions), {"referenced-data-file": m.location, "cardinality": str(len(m.positions))}
+        )
+        for m in marked
+    ]
+    content, spans = puffin.encode(DV_BLOB, [ROW_POSITION_FIELD_ID], blobs, CREATED_BY)
+    file_append.write_bytes(table, location, content)
+    vectors = [
+        (m.location, content_files.Vector(location, offset, length), len(m.positions))
+        for m, (offset, length) in zip(marked, spans, strict=True)
+    ]
     try:
-        fields = java_class(spark, "java.util.ArrayList")()
-        fields.add(java_static(spark, "org.apache.iceberg.MetadataColumns", "ROW_POSITION").fieldId())
-        blob_class = java_class(spark, "org.apache.iceberg.puffin.Blob")
-        properties = java_static(spark, "java.util.Map", "of")
-        wrap = java_static(spark, "java.nio.ByteBuffer", "wrap")
-        for m in marked:
-            props = properties("referenced-data-file", m.location, "cardinality", str(len(m.positions)))
-            writer.write(blob_class(DV_BLOB, fields, -1, -1, wrap(dv_blob(m.positions)), None, props))
-        writer.finish()
-        blobs = content_files.written_blobs(spark, writer)
-        size = int(writer.fileSize())
-    finally:
-        writer.close()
-    vectors = []
-    for m, (offset, length, referenced) in zip(marked, blobs, strict=True):
-        if referenced != m.location:  # not expected: the writer keeps its blobs in order
-            raise LakeError(f"the deletion vectors written to {location} are not in the order given")
-        vectors.append((m.location, content_files.Vector(location, offset, length), len(m.positions)))
-    files = content_files.deletion_vector_files(spark, table.spec(), size, vectors)
+        files = content_files.deletion_vector_files(spark, table.spec(), len(content), vectors)
+    except BaseException:
+        file_append.discard(table, location)
+        raise
     return location, files
 
 
@@ -466,11 +467,7 @@ def merge_file(
     try:
         data = None
         if upserts:
-            try:
-                location, count = file_append.write_file(table, with_lineage(shape), rows())
-            except file_append.Unwritable as exc:
-                file_append.leave_to_spark(table, exc, target)
-                return False
+            location, count = file_append.write_file(table, with_lineage(shape), rows())
             written.append(location)
             if count != upserts:
                 raise LakeError(
@@ -480,11 +477,16 @@ def merge_file(
             data = file_append.data_file(spark, table, location)
         vectors: list[Any] = []
         if marked:
-            puffin, vectors = write_vectors(spark, table, marked)
-            written.append(puffin)
+            vectors_file, vectors = write_vectors(spark, table, marked)
+            written.append(vectors_file)
         failpoint("file_written")  # the crash tests stop here: files no snapshot holds
         committing = True
         commit_delta(spark, table, data, vectors, marked, row_filter, snapshot_id, properties)
+    except file_append.Unwritable as exc:  # a file could not be created: nothing was committed
+        for location in written:
+            file_append.discard(table, location)
+        file_append.leave_to_spark(table, exc, target)
+        return False
     except BaseException as exc:
         if not committing or file_append.refused(exc):
             for location in written:

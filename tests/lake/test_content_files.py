@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_binlog.lake import commits, content_files
-from airflow_provider_binlog.lake.java_classes import java_class, java_static
+from airflow_provider_binlog.lake.java_classes import java_static
 
 
 def test_a_delete_file_that_is_not_a_deletion_vector_is_not_planned() -> None:
@@ -69,25 +69,3 @@ def test_a_deletion_vector_file_built_from_json_is_the_one_the_builder_builds(sp
         assert to_json(file, spec) == to_json(expected, spec)
         assert str(file.content()) == "POSITION_DELETES" and str(file.referencedDataFile()) == data_file
     assert content_files.deletion_vector_files(spark, spec, 0, []) == []
-
-
-@pytest.mark.spark
-def test_written_blobs_are_read_from_the_footer_as_the_writer_saw_them(spark: Any, tmp_path: Any) -> None:
-    output = java_static(spark, "org.apache.iceberg.Files", "localOutput")(str(tmp_path / "f.puffin"))
-    writer = java_static(spark, "org.apache.iceberg.puffin.Puffin", "write")(output).build()
-    fields = java_static(spark, "java.util.List", "of")(1)
-    blob = java_class(spark, "org.apache.iceberg.puffin.Blob")
-    wrap = java_static(spark, "java.nio.ByteBuffer", "wrap")
-    properties = java_static(spark, "java.util.Map", "of")
-    for name, size in (("/w/a é.parquet", 10), ("/w/b.parquet", 300), (None, 7)):
-        props = properties("referenced-data-file", name) if name else properties()
-        writer.write(blob("deletion-vector-v1", fields, -1, -1, wrap(bytes(size)), None, props))
-    writer.finish()
-    written = content_files.written_blobs(spark, writer)
-    metadata = writer.writtenBlobsMetadata()
-    writer.close()
-    expected = [
-        (int(m.offset()), int(m.length()), m.properties().get("referenced-data-file"))
-        for m in (metadata.get(i) for i in range(int(metadata.size())))
-    ]
-    assert written == expected == [(4, 10, "/w/a é.parquet"), (14, 300, "/w/b.parquet"), (314, 7, None)]

@@ -352,6 +352,42 @@ def test_a_location_the_driver_cannot_write_is_left_to_spark(
     }
 
 
+def test_a_vectors_file_the_driver_cannot_write_leaves_the_piece_to_spark_and_no_file(
+    spark: Any, deltas: list[str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The piece's data file is written, then its deletion vectors' Puffin file cannot be created:
+    the data file is deleted, a warning names the table, and Spark merges the piece."""
+    schema = _simple_table()
+    target = _target()
+    tables = {"db.t": target}
+    first = [_row(schema, Op.INSERT, i, None, {"id": i, "v": f"x{i}"}) for i in range(1, 6)]
+    merge_batch(spark, "dest", tables, first, _end(first))
+    written: list[str] = []
+    real_write = file_append.write_file
+
+    def write_file(*args: Any) -> Any:
+        location, count = real_write(*args)
+        written.append(location)
+        return location, count
+
+    def refuse(table: Any, location: str, content: bytes) -> None:
+        raise file_append.Unwritable(f"PermissionError: {location}")
+
+    monkeypatch.setattr(file_append, "write_file", write_file)
+    monkeypatch.setattr(file_append, "write_bytes", refuse)
+    monkeypatch.setattr(file_append, "_unwritable", set())
+    second = [
+        _row(schema, Op.UPDATE, 10, {"id": 2, "v": "x2"}, {"id": 2, "v": "new"}),
+        _row(schema, Op.DELETE, 11, {"id": 4, "v": "x4"}, None),
+    ]
+    with caplog.at_level("WARNING", logger=file_append.__name__):
+        merge_batch(spark, "dest", tables, second, _end(second))
+    assert len(written) == 1 and deltas == []
+    assert not os.path.exists(written[0].replace("file:", "")), "the data file was left behind"
+    assert "the driver cannot create files in" in caplog.text
+    assert dict(tuple(r) for r in spark.table(target).collect()) == {1: "x1", 2: "new", 3: "x3", 5: "x5"}
+
+
 def test_a_piece_over_more_planned_rows_than_the_limit_is_left_to_spark(
     spark: Any, deltas: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
