@@ -42,6 +42,7 @@ them). ``$BINLOG_CDC_NEW_KEYS=off`` always merges (for measuring).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_binlog.lake import file_append
-from airflow_provider_binlog.lake.java_classes import java_class
+from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
 from airflow_provider_binlog.lake.table_schema import Columns, columns_of
 from airflow_provider_binlog.lake.types import LakeColumn
@@ -109,18 +110,22 @@ def range_filter(spark: SparkSession, schema: Columns, ranges: Mapping[str, tupl
     """The JVM ``Expression`` "every ranged key column within its range" on a table of columns
     ``schema``, or ``None`` when a column is not an int or long column of it (or a range does not
     fit a long)."""
-    expressions = java_class(spark, "org.apache.iceberg.expressions.Expressions")
-    found = None
+    found: dict[str, Any] | None = None
     for name, (lo, hi) in ranges.items():
         field = schema.find(name)
         if field is None or field.type not in ("int", "long") or not (_LONG_MIN <= lo <= hi <= _LONG_MAX):
             return None
-        bound = getattr(expressions, "and")(
-            expressions.greaterThanOrEqual(field.name, int(lo)),
-            expressions.lessThanOrEqual(field.name, int(hi)),
-        )
-        found = bound if found is None else getattr(expressions, "and")(found, bound)
-    return found
+        bound = {
+            "type": "and",
+            "left": {"type": "gt-eq", "term": field.name, "value": int(lo)},
+            "right": {"type": "lt-eq", "term": field.name, "value": int(hi)},
+        }
+        found = bound if found is None else {"type": "and", "left": found, "right": bound}
+    if found is None:
+        return None
+    # built from Iceberg's JSON of it: one call, where Expressions' builders cost one per node
+    parse = java_static(spark, "org.apache.iceberg.expressions.ExpressionParser", "fromJson")
+    return parse(json.dumps(found))
 
 
 def insert(spark: SparkSession, target: str, select: str, predicate: str, snapshot_id: int) -> None:

@@ -181,3 +181,29 @@ def test_the_insert_sql_fills_what_the_merge_inserts() -> None:
     assert merge_sql.key_range_predicate({"id": (1, 9), "k`": (-5, 5)}) == (
         "`id` >= 1 AND `id` <= 9 AND `k``` >= -5 AND `k``` <= 5"
     )
+
+
+def test_the_range_filter_is_the_expression_icebergs_builders_make(spark: Any) -> None:
+    """Built from Iceberg's JSON in one call: the same expression as ``Expressions.and`` of
+    ``greaterThanOrEqual`` and ``lessThanOrEqual`` per ranged column (names as the table spells
+    them), and none for a column that is not an int or long one, or a range past a long."""
+    from airflow_provider_binlog.lake.java_classes import java_class, java_static
+    from airflow_provider_binlog.lake.table_schema import Columns, Field
+
+    schema = Columns(
+        (Field(1, "Id", "int", False), Field(2, "k é", "long", True), Field(3, "s", "string", True))
+    )
+    ranges = {"id": (-3, 2**31 - 1), "K É": (-(2**40), 2**62)}
+    built = new_keys.range_filter(spark, schema, ranges)
+    e = java_class(spark, "org.apache.iceberg.expressions.Expressions")
+    both = getattr(e, "and")
+    expected = both(
+        both(e.greaterThanOrEqual("Id", -3), e.lessThanOrEqual("Id", 2**31 - 1)),
+        both(e.greaterThanOrEqual("k é", -(2**40)), e.lessThanOrEqual("k é", 2**62)),
+    )
+    to_json = java_static(spark, "org.apache.iceberg.expressions.ExpressionParser", "toJson")
+    assert str(to_json(built)) == str(to_json(expected))
+    assert str(built.toString()) == str(expected.toString())
+    assert new_keys.range_filter(spark, schema, {"s": (1, 2)}) is None
+    assert new_keys.range_filter(spark, schema, {"id": (1, 2), "k é": (0, 2**63)}) is None
+    assert new_keys.range_filter(spark, schema, {"missing": (1, 2)}) is None
