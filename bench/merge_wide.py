@@ -226,6 +226,7 @@ def main() -> None:
             _, seen = events(log_dir, seen)
             j0, o0, t0 = jvm.cpu_times(), me.cpu_times(), time.perf_counter()
             c0 = calls.count
+            calls.sites.clear()  # each round's own (BENCH_PY4J_SITES)
             with ChangeMerger(spark, "bench", routes, max_rows=10**9, parallel=args.parallel) as merger:
                 merger.load_marks()
                 merger.add_many(entries)
@@ -249,8 +250,8 @@ def main() -> None:
                 f"tasks {work_done['tasks']:.0f}; load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-        for site, n in calls.sites.most_common(40):
-            print(f"  {n:7d}  {site}")
+            for site, n in calls.sites.most_common(40):
+                print(f"  {n:7d}  {site}")
     finally:
         spark.stop()
         if not os.environ.get("BENCH_KEEP"):

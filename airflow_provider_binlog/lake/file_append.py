@@ -8,7 +8,7 @@ and written again as the table's Parquet (in the insert benchmark, half of the J
 are already typed Arrow in the staged file, so here pyarrow copies them into a Parquet file in the
 table's data location, with each column's Iceberg field id and column statistics; Iceberg reads
 the file's metrics from its footer (``ParquetUtil.footerMetrics``, the table's metrics settings:
-:func:`footer_metrics`) and
+:func:`data_file`) and
 the file is committed by the operation Spark's write commits (:func:`commit_overwrite`, or an
 append).
 
@@ -45,9 +45,9 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
+from airflow_provider_binlog.lake import driver_delta
 from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.java_classes import java_class, java_static
 from airflow_provider_binlog.lake.staging import filesystem_of
 from airflow_provider_binlog.lake.table_schema import columns_of
 from airflow_provider_binlog.lake.types import LakeColumn
@@ -364,47 +364,17 @@ def append(
     return write_committed(spark, table, shape, staged(), expected, commit, target)
 
 
-HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
-PARQUET_FILE_READER = "org.apache.iceberg.shaded.org.apache.parquet.hadoop.ParquetFileReader"
+def data_file(spark: SparkSession, table: Any, location: str) -> Any:
+    """The JVM ``DataFile`` of a Parquet file in ``table``'s location, its metrics read from its
+    footer under the table's metrics settings, as ``ParquetUtil.fileMetrics`` reads them (one
+    py4j call: :mod:`.driver_delta`).
 
-
-def footer_metrics(spark: SparkSession, table: Any, source: Any, location: str) -> Any:
-    """The Iceberg ``Metrics`` of Parquet file ``location`` (``source``: its JVM ``InputFile``) of
-    ``table`` from its footer under the table's metrics settings: ``ParquetUtil.fileMetrics``.
-
-    That function opens the file with a new Hadoop ``Configuration``, which parses Hadoop's XML
+    ``fileMetrics`` opens the file with a new Hadoop ``Configuration``, which parses Hadoop's XML
     defaults again: 30% of the driver JVM's CPU over a 200-table run (a JFR profile). A table whose
     files go through Hadoop (``HadoopFileIO``, the Hadoop and JDBC catalogs' default) is read with
     its file IO's configuration instead, then measured by the same ``footerMetrics``; any other
     file IO takes ``fileMetrics``."""
-    config = java_static(spark, "org.apache.iceberg.MetricsConfig", "forTable")(table)
-    io = table.io()
-    if str(io.getClass().getName()) != HADOOP_FILE_IO:
-        return java_static(spark, "org.apache.iceberg.parquet.ParquetUtil", "fileMetrics")(source, config)
-    path = java_class(spark, "org.apache.hadoop.fs.Path")(location)
-    reader = java_static(spark, PARQUET_FILE_READER, "open")(io.conf(), path)
-    try:
-        footer = reader.getFooter()
-    finally:
-        reader.close()
-    no_field_metrics = java_static(spark, "java.util.stream.Stream", "empty")()
-    return java_static(spark, "org.apache.iceberg.parquet.ParquetUtil", "footerMetrics")(
-        footer, no_field_metrics, config
-    )
-
-
-def data_file(spark: SparkSession, table: Any, location: str) -> Any:
-    """The JVM ``DataFile`` of a Parquet file in ``table``'s location, its metrics read from its
-    footer under the table's metrics settings (:func:`footer_metrics`)."""
-    source = table.io().newInputFile(location)
-    metrics = footer_metrics(spark, table, source, location)
-    return (
-        java_static(spark, "org.apache.iceberg.DataFiles", "builder")(table.spec())
-        .withInputFile(source)
-        .withFormat(java_static(spark, "org.apache.iceberg.FileFormat", "PARQUET"))
-        .withMetrics(metrics)
-        .build()
-    )
+    return driver_delta.helper(spark, table).dataFile(table, location)
 
 
 def commit_overwrite(

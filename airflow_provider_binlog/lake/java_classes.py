@@ -15,6 +15,7 @@ and kept for the process. A static field read here is read once: use it for cons
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,3 +69,9 @@ def java_private_static(spark: SparkSession, name: str, field: str) -> Any:
         return member.get(None)
 
     return _cached(_client(spark), name, "\0" + field, read)
+
+
+def per_jvm(spark: SparkSession, name: str, make: Callable[[], Any]) -> Any:
+    """What ``make()`` returned the first time it was asked for ``name`` in this JVM (a JVM object
+    built once, such as a compiled helper)."""
+    return _cached(_client(spark), name, "\0made", make)

@@ -48,6 +48,8 @@ SETTING = "spark.hadoop.fs.file.impl"
 ENV = "BINLOG_CDC_LOCAL_FS"
 PREFIX = "binlog-cdc-local-fs-"
 SOURCES = Path(__file__).parent / "java"
+PACKAGE = "airflow_provider_binlog/hadoop"
+"""The sources' folder under :data:`SOURCES` (the others are compiled in the JVM: :mod:`.driver_delta`)."""
 BUILD_TIMEOUT = 120.0
 
 
@@ -63,7 +65,7 @@ def is_jar(path: Path) -> bool:
 
 
 def _sources() -> list[Path]:
-    return sorted(SOURCES.rglob("*.java"))
+    return sorted((SOURCES / PACKAGE).rglob("*.java"))
 
 
 def _hadoop_api(spark_jars: Path) -> Path | None:

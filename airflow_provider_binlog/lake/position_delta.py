@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import json
 import os
 import struct
 import uuid
@@ -57,9 +58,9 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import content_files, file_append, puffin
+from airflow_provider_binlog.lake import content_files, driver_delta, file_append, puffin
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.java_classes import java_class, java_static
+from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
 from airflow_provider_binlog.lake.options import ACTION_COLUMN
 from airflow_provider_binlog.lake.table_schema import columns_of
@@ -148,19 +149,14 @@ class Marked:
     """One data file the piece deletes rows of.
 
     :param location: the data file.
-    :param previous: its current deletion vectors (JVM ``DeleteFile``s; at most one in a v3 table).
+    :param task: the index of its scan task in :attr:`Matched.tasks` (the commit replaces the task's
+        deletion vectors: at most one in a v3 table).
     :param positions: its deleted positions after the commit (the previous ones included).
     """
 
     location: str
-    previous: list[Any]
+    task: int
     positions: BitMap64
-
-
-def java_list(items: Any) -> list[Any]:
-    """The items of a JVM ``List`` by index: iterating one over py4j ends in a Java exception that
-    PySpark converts (a dozen calls to the JVM per list)."""
-    return [items.get(i) for i in range(int(items.size()))]
 
 
 def key_column_of(schema: pa.Schema, field_id: int) -> str | None:
@@ -184,11 +180,13 @@ _ROW_ID_SOURCE, _LAST_UPDATED_SOURCE = "\0row_id", "\0last_updated"  # no MySQL 
 @dataclass(slots=True)
 class Matched:
     """What a piece's keys match in a table: the data files whose rows it deletes, and the staged
-    keys the table holds, each with its row's lineage id (in the same order)."""
+    keys the table holds, each with its row's lineage id (in the same order); and the JVM list of
+    the plan's scan tasks (:func:`.content_files.scan`)."""
 
     marked: list[Marked]
     keys: pa.Array
     row_ids: pa.Array
+    tasks: Any
 
 
 def _column(parquet: pq.ParquetFile, field_id: int) -> pa.ChunkedArray | None:
@@ -261,9 +259,10 @@ def plan(
     """The data files of ``snapshot_id`` within ``row_filter`` with live rows whose key is among
     ``keys``, each with its deleted positions after the merge, and those rows' keys and row ids;
     ``None`` when Spark must merge (see the module docstring)."""
-    found: list[tuple[Any, content_files.Planned]] = []
+    found: list[tuple[int, content_files.Planned]] = []
     budget = max_rows()
-    for task, planned in content_files.scan(spark, table, snapshot_id, row_filter):
+    tasks, planned_files = content_files.scan(spark, table, snapshot_id, row_filter, budget)
+    for task, planned in enumerate(planned_files):
         budget -= planned.records
         if budget < 0 or not planned.parquet or planned.vectors is None:
             return None  # too many rows to read here (:data:`DEFAULT_MAX_ROWS`), not Parquet, or
@@ -305,13 +304,12 @@ def plan(
             continue
         matched_keys.append(hit_keys)
         matched_ids.append(row_ids)
-        # the JVM delete files the commit replaces: the vectors read above, from the same task
-        deletes = java_list(task.deletes()) if planned.vectors else []
-        marked.append(Marked(planned.location, deletes, previous | hits))
+        # the commit replaces the task's delete files: the vectors read above
+        marked.append(Marked(planned.location, task, previous | hits))
     hit = pa.chunked_array(matched_keys, type=keys.type).combine_chunks()
     if pc.count_distinct(hit).as_py() != len(hit):
         return None  # a key held twice: the MERGE updates each row, this would keep one
-    return Matched(marked, hit, pa.chunked_array(matched_ids, type=pa.int64()).combine_chunks())
+    return Matched(marked, hit, pa.chunked_array(matched_ids, type=pa.int64()).combine_chunks(), tasks)
 
 
 def with_lineage(shape: file_append.Layout) -> file_append.Layout:
@@ -345,10 +343,19 @@ def upserts_with_lineage(part: pa.Table, key: str, matched: Matched) -> pa.Table
 # ---- the files and the commit -------------------------------------------------------------------
 
 
-def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> tuple[str, list[Any]]:
+@dataclass(frozen=True, slots=True)
+class Vectors:
+    """The deletion vectors of a piece, written: their Puffin file, its size, and each one's blob
+    ``(offset, length)`` there, in the order of the marked files."""
+
+    location: str
+    size: int
+    spans: list[tuple[int, int]]
+
+
+def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> Vectors:
     """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location
-    (:mod:`.puffin`, written by pyarrow); return ``(its location, the JVM DeleteFile of each, in
-    order)``.
+    (:mod:`.puffin`, written by pyarrow).
 
     :raises file_append.Unwritable: the file could not be created (nothing written).
     """
@@ -361,49 +368,47 @@ def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> 
     ]
     content, spans = puffin.encode(DV_BLOB, [ROW_POSITION_FIELD_ID], blobs, CREATED_BY)
     file_append.write_bytes(table, location, content)
-    vectors = [
-        (m.location, content_files.Vector(location, offset, length), len(m.positions))
-        for m, (offset, length) in zip(marked, spans, strict=True)
-    ]
-    try:
-        files = content_files.deletion_vector_files(spark, table.spec(), len(content), vectors)
-    except BaseException:
-        file_append.discard(table, location)
-        raise
-    return location, files
+    return Vectors(location, len(content), spans)
 
 
-def commit_delta(
+def row_delta(
     spark: SparkSession,
     table: Any,
-    data: Any | None,
-    vectors: Sequence[Any],
-    marked: Sequence[Marked],
+    data: str | None,
+    vectors: Vectors | None,
+    matched: Matched,
     row_filter: Any,
     snapshot_id: int,
     properties: Mapping[str, str],
-) -> None:
-    """Commit the piece's row delta with the validation of Spark's MERGE (module docstring)."""
-    op = table.newRowDelta()
-    if data is not None:
-        op = op.addRows(data)
-    referenced = java_class(spark, "java.util.ArrayList")()
-    for vector, m in zip(vectors, marked, strict=True):
-        op = op.addDeletes(vector)
-        for old in m.previous:
-            op = op.removeDeletes(old)
-        referenced.add(m.location)
-    op = (
-        op.conflictDetectionFilter(row_filter)
-        .validateDataFilesExist(referenced)
-        .validateFromSnapshot(snapshot_id)
-        .validateDeletedFiles()
-        .validateNoConflictingDeleteFiles()
-        .validateNoConflictingDataFiles()
-    )
-    for key, value in properties.items():
-        op = op.set(key, value)
-    op.commit()
+) -> Any:
+    """The piece's JVM ``RowDelta``, not committed (:mod:`.driver_delta`, one py4j call): the data
+    file ``data`` (``None``: no upserts) with its footer's metrics, a ``DeleteFile`` per deletion
+    vector replacing its data file's planned ones, the checks of Spark's MERGE (module docstring)
+    from ``snapshot_id`` within ``row_filter``, and ``properties`` in the snapshot's summary."""
+    spans = vectors.spans if vectors is not None else []
+    spec = {
+        "snapshot-id": str(snapshot_id),
+        "properties": dict(properties),
+        "puffin": vectors.location if vectors is not None else None,
+        "puffin-size": vectors.size if vectors is not None else 0,
+        "vectors": [
+            {
+                "task": m.task,
+                "referenced": m.location,
+                "offset": offset,
+                "length": length,
+                "cardinality": len(m.positions),
+            }
+            for m, (offset, length) in zip(matched.marked, spans, strict=True)
+        ],
+    }
+    helper = driver_delta.helper(spark, table)
+    return helper.delta(table, data, matched.tasks, row_filter, json.dumps(spec))
+
+
+def commit_delta(spark: SparkSession, table: Any, delta: Any) -> None:
+    """Commit the piece's row delta (:func:`row_delta`)."""
+    delta.commit()
 
 
 def applicable(table: Any, spark: SparkSession) -> bool:
@@ -467,21 +472,21 @@ def merge_file(
     try:
         data = None
         if upserts:
-            location, count = file_append.write_file(table, with_lineage(shape), rows())
-            written.append(location)
+            data, count = file_append.write_file(table, with_lineage(shape), rows())
+            written.append(data)
             if count != upserts:
                 raise LakeError(
                     f"merge into {target}: {count} staged upserts written, {upserts} expected; "
                     "nothing was committed"
                 )
-            data = file_append.data_file(spark, table, location)
-        vectors: list[Any] = []
+        vectors = None
         if marked:
-            vectors_file, vectors = write_vectors(spark, table, marked)
-            written.append(vectors_file)
+            vectors = write_vectors(spark, table, marked)
+            written.append(vectors.location)
+        delta = row_delta(spark, table, data, vectors, matched, row_filter, snapshot_id, properties)
         failpoint("file_written")  # the crash tests stop here: files no snapshot holds
         committing = True
-        commit_delta(spark, table, data, vectors, marked, row_filter, snapshot_id, properties)
+        commit_delta(spark, table, delta)
     except file_append.Unwritable as exc:  # a file could not be created: nothing was committed
         for location in written:
             file_append.discard(table, location)

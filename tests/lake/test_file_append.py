@@ -498,10 +498,11 @@ def test_a_commit_that_fails_after_it_landed_keeps_its_file(
 
 
 @pytest.mark.parametrize("catalog", ["lake", "resolving"])
-def test_footer_metrics_equal_iceberg_s_file_metrics(spark: Any, catalog: str, tmp_path: Any) -> None:
-    """A file's metrics read with the file IO's Hadoop configuration (``HadoopFileIO``: the lake
-    catalog) or by ``fileMetrics`` itself (any other file IO: a catalog with ``ResolvingFileIO``)
-    equal ``fileMetrics``'s, for nulls, NaN, long strings a bound truncates and per-column modes."""
+def test_a_data_file_s_metrics_equal_iceberg_s_file_metrics(spark: Any, catalog: str, tmp_path: Any) -> None:
+    """A data file's metrics (``data_file``, in the JVM helper of ``lake/driver_delta.py``) read with
+    the file IO's Hadoop configuration (``HadoopFileIO``: the lake catalog) or by ``fileMetrics``
+    itself (any other file IO: a catalog with ``ResolvingFileIO``) equal ``fileMetrics``'s, for
+    nulls, NaN, long strings a bound truncates and per-column modes; the file is the one given."""
     if catalog != "lake":
         prefix = f"spark.sql.catalog.{catalog}"
         spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
@@ -528,8 +529,11 @@ def test_footer_metrics_equal_iceberg_s_file_metrics(spark: Any, catalog: str, t
     assert locations
     for location in locations:
         source = table.io().newInputFile(location)
-        ours = file_append.footer_metrics(spark, table, source, location)
+        ours = file_append.data_file(spark, table, location)
         theirs = spark._jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(source, config)
+        assert str(ours.location()).removeprefix("file:") == location.removeprefix("file:")
+        assert str(ours.format()) == "PARQUET"
+        assert int(ours.fileSizeInBytes()) == int(source.getLength())
         assert int(ours.recordCount()) == int(theirs.recordCount()) > 0
         for part in (
             "columnSizes",

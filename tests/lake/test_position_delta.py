@@ -167,14 +167,16 @@ def test_deletion_vectors_read_as_spark_wrote_them(spark: Any) -> None:
     everything = java_static(spark, "org.apache.iceberg.expressions.Expressions", "alwaysTrue")()
     root = file_append.table_root(table)
     with_vectors = 0
-    planned_files = list(content_files.scan(spark, table, snapshot, everything))
-    for task, planned in planned_files:
+    tasks, planned_files = content_files.scan(spark, table, snapshot, everything, 10**9)
+    assert int(tasks.size()) == len(planned_files)
+    for i, planned in enumerate(planned_files):
+        task = tasks.get(i)
         data = task.file()
         first = data.firstRowId()
         assert planned.location == str(data.location()) and planned.parquet
         assert planned.records == int(data.recordCount())
         assert planned.first_row_id == (None if first is None else int(first))
-        deletes = position_delta.java_list(task.deletes())
+        deletes = [task.deletes().get(j) for j in range(int(task.deletes().size()))]
         assert planned.vectors == tuple(
             content_files.Vector(str(d.location()), int(d.contentOffset()), int(d.contentSizeInBytes()))
             for d in deletes
@@ -191,7 +193,11 @@ def test_deletion_vectors_read_as_spark_wrote_them(spark: Any) -> None:
     files = spark.sql(f"SELECT count(*) FROM {target}.data_files").collect()[0][0]
     vectors = spark.sql(f"SELECT count(*) FROM {target}.delete_files").collect()[0][0]
     assert len(planned_files) == files >= 3 and with_vectors == vectors >= 2
-    assert any(planned.vectors == () for _task, planned in planned_files)  # the last insert's
+    assert any(planned.vectors == () for planned in planned_files)  # the last insert's
+    # a budget of rows stops the list at the first task past it (the tasks come in any order)
+    _, first = content_files.scan(spark, table, snapshot, everything, 1)
+    assert 1 <= len(first) < len(planned_files) and all(p in planned_files for p in first)
+    assert sum(p.records for p in first[:-1]) <= 1 < sum(p.records for p in first)
 
 
 def test_a_blob_that_is_not_a_deletion_vector_is_refused() -> None:
