@@ -48,6 +48,7 @@ session last loaded or refreshed it, so another writer's commit since then is su
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
@@ -61,10 +62,9 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import jvm_log
+from airflow_provider_binlog.lake import jvm_helpers, jvm_log
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
 from airflow_provider_binlog.lake.java_classes import java_class, java_private_static, java_static
-from airflow_provider_binlog.lake.java_maps import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -220,18 +220,15 @@ def read_mark(
 def mark_of(
     spark: SparkSession, table: Any, destination: str, max_depth: int = 10_000
 ) -> CommittedMark | None:
-    """Return the committed mark for ``destination`` of a loaded JVM Iceberg table, or ``None``."""
-    table.refresh()
-    snap = table.currentSnapshot()
-    depth = 0
-    while snap is not None and depth < max_depth:
-        summary = snap.summary()
-        if summary.get(DESTINATION) == destination and summary.get(ORDER_KEY):
-            return _mark_from_summary(string_map(spark, summary), int(snap.snapshotId()))
-        parent = snap.parentId()
-        snap = table.snapshot(parent) if parent is not None else None
-        depth += 1
-    return None
+    """Return the committed mark for ``destination`` of a loaded JVM Iceberg table, or ``None``: the
+    newest of at most ``max_depth`` snapshots back from the current one (the table refreshed
+    first) whose summary names ``destination`` and holds an order key. One py4j call
+    (:func:`.jvm_helpers.mark_reader`)."""
+    found = jvm_helpers.mark_reader(spark, table).mark(table, destination, DESTINATION, ORDER_KEY, max_depth)
+    if found is None:
+        return None
+    loaded = json.loads(found)
+    return _mark_from_summary(loaded["summary"], int(loaded["snapshot-id"]))
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ about 25 round trips (its task, file, count, format, delete list and each delete
 format, referenced file, location, offset and length, most returning objects). A table merged
 many times holds many files, so its commits grew by about 50 round trips per file
 (``bench/merge_wide.py``: 224 per commit in the first round, 594 in the eighth). Here the whole
-plan costs three (:func:`scan`: the tasks, listed by the JVM helper of :mod:`.driver_delta`, then
+plan costs three (:func:`scan`: the tasks, listed by the JVM helper of :mod:`.jvm_helpers`, then
 their JSON in one string), whatever the number of files.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import driver_delta
+from airflow_provider_binlog.lake import jvm_helpers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,8 +86,8 @@ def scan(
 ) -> tuple[Any, list[Planned]]:
     r"""The data files of ``table``'s snapshot ``snapshot_id`` within ``row_filter``: the JVM list of
     their ``FileScanTask``\ s (the delete files a commit replaces are read from it in the JVM:
-    :mod:`.driver_delta`) and each one's :class:`Planned`, in the list's order, up to the first
+    :mod:`.jvm_helpers`) and each one's :class:`Planned`, in the list's order, up to the first
     whose files with the ones before it hold more than ``max_rows`` rows. Three py4j calls."""
-    helper = driver_delta.helper(spark, table)
+    helper = jvm_helpers.driver_delta(spark, table)
     tasks = helper.tasks(table, str(snapshot_id), row_filter)
     return tasks, [planned_of(task) for task in json.loads(helper.tasksJson(tasks, str(max_rows)))]

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import driver_delta
+from airflow_provider_binlog.lake import jvm_helpers
 from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.staging import filesystem_of
@@ -367,14 +367,14 @@ def append(
 def data_file(spark: SparkSession, table: Any, location: str) -> Any:
     """The JVM ``DataFile`` of a Parquet file in ``table``'s location, its metrics read from its
     footer under the table's metrics settings, as ``ParquetUtil.fileMetrics`` reads them (one
-    py4j call: :mod:`.driver_delta`).
+    py4j call: :mod:`.jvm_helpers`).
 
     ``fileMetrics`` opens the file with a new Hadoop ``Configuration``, which parses Hadoop's XML
     defaults again: 30% of the driver JVM's CPU over a 200-table run (a JFR profile). A table whose
     files go through Hadoop (``HadoopFileIO``, the Hadoop and JDBC catalogs' default) is read with
     its file IO's configuration instead, then measured by the same ``footerMetrics``; any other
     file IO takes ``fileMetrics``."""
-    return driver_delta.helper(spark, table).dataFile(table, location)
+    return jvm_helpers.driver_delta(spark, table).dataFile(table, location)
 
 
 def commit_overwrite(

@@ -49,7 +49,7 @@ ENV = "BINLOG_CDC_LOCAL_FS"
 PREFIX = "binlog-cdc-local-fs-"
 SOURCES = Path(__file__).parent / "java"
 PACKAGE = "airflow_provider_binlog/hadoop"
-"""The sources' folder under :data:`SOURCES` (the others are compiled in the JVM: :mod:`.driver_delta`)."""
+"""The sources' folder under :data:`SOURCES` (the others are compiled in the JVM: :mod:`.jvm_helpers`)."""
 BUILD_TIMEOUT = 120.0
 
 

@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import content_files, driver_delta, file_append, puffin
+from airflow_provider_binlog.lake import content_files, file_append, jvm_helpers, puffin
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
@@ -381,7 +381,7 @@ def row_delta(
     snapshot_id: int,
     properties: Mapping[str, str],
 ) -> Any:
-    """The piece's JVM ``RowDelta``, not committed (:mod:`.driver_delta`, one py4j call): the data
+    """The piece's JVM ``RowDelta``, not committed (:mod:`.jvm_helpers`, one py4j call): the data
     file ``data`` (``None``: no upserts) with its footer's metrics, a ``DeleteFile`` per deletion
     vector replacing its data file's planned ones, the checks of Spark's MERGE (module docstring)
     from ``snapshot_id`` within ``row_filter``, and ``properties`` in the snapshot's summary."""
@@ -402,7 +402,7 @@ def row_delta(
             for m, (offset, length) in zip(matched.marked, spans, strict=True)
         ],
     }
-    helper = driver_delta.helper(spark, table)
+    helper = jvm_helpers.driver_delta(spark, table)
     return helper.delta(table, data, matched.tasks, row_filter, json.dumps(spec))
 
 

@@ -327,7 +327,8 @@ class Statements:
                     )
                 ):
                     self.views.use(view)
-                    spark.sql(statement)
+                    with commits.commit_properties(spark, props):
+                        spark.sql(statement)
             elif not new_keys.insert_file(
                 spark,
                 table,
@@ -341,7 +342,8 @@ class Statements:
                 expected=upserts,
             ):
                 self.views.use(view)
-                new_keys.insert(spark, target, insert, merge_sql.key_range_predicate(ranges), snapshot)
+                with commits.commit_properties(spark, props):
+                    new_keys.insert(spark, target, insert, merge_sql.key_range_predicate(ranges), snapshot)
 
         def run() -> None:
             try:
@@ -359,7 +361,8 @@ class Statements:
                     counts.updated += reported[1]
                     counts.deleted += reported[2]
                 counts.upserted += upserts
-                commits.commit(spark, target, props, functools.partial(apply, checked), changes)
+                # the driver's commits carry ``props`` themselves; Spark's get them attached in apply
+                commits.commit(spark, target, props, functools.partial(apply, checked), changes, attach=False)
                 counts.commits += 1
             finally:
                 self.views.drop(view, stage_name)

@@ -8,7 +8,7 @@ import java.util.Map;
 /**
  * The JVM side of a merge by the driver (airflow_provider_binlog/lake/position_delta.py), in a few
  * py4j calls instead of one per Iceberg builder step. Compiled in the driver's JVM by Janino (Spark's
- * own compiler) when first needed (airflow_provider_binlog/lake/driver_delta.py): plain Java without
+ * own compiler) when first needed (airflow_provider_binlog/lake/jvm_helpers.py): plain Java without
  * lambdas, try-with-resources or inferred generic types, which Janino does not compile.
  */
 public class DriverDelta {
