@@ -71,7 +71,7 @@ from merge import schema_of  # bench/merge.py: the same table shape
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake.merge import ChangeMerger
+from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.session import create_session
 
 
@@ -198,6 +198,9 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=4, help="targets merged at once")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--conf", action="append", default=[], help="more Spark configuration, key=value")
+    ap.add_argument(
+        "--table-property", action="append", default=[], help="a property of the tables made, key=value"
+    )
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="binlog-cdc-wide-")
@@ -227,7 +230,10 @@ def main() -> None:
             j0, o0, t0 = jvm.cpu_times(), me.cpu_times(), time.perf_counter()
             c0 = calls.count
             calls.sites.clear()  # each round's own (BENCH_PY4J_SITES)
-            with ChangeMerger(spark, "bench", routes, max_rows=10**9, parallel=args.parallel) as merger:
+            options = TargetOptions(table_properties=dict(kv.split("=", 1) for kv in args.table_property))
+            with ChangeMerger(
+                spark, "bench", routes, options, max_rows=10**9, parallel=args.parallel
+            ) as merger:
                 merger.load_marks()
                 merger.add_many(entries)
                 counts = merger.commit(merger.take(), entries[-1].end_position)

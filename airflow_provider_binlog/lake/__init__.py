@@ -17,7 +17,9 @@ Modules, from the bottom up: :mod:`.errors`, :mod:`.sql` (identifier quoting), :
 :mod:`.merge_sql` (the SQL text, pure), :mod:`.collapse` and :mod:`.pending` (folding, pure),
 :mod:`.routes` (source -> target), :mod:`.jars`, :mod:`.class_archive`, :mod:`.session`,
 :mod:`.commits` (snapshot-property layout, marks), :mod:`.staging` (Parquet, temp views),
-:mod:`.ddl` (table DDL), :mod:`.statements` (a target's commit prepared), :mod:`.runner` (targets
+:mod:`.ddl` (table DDL), :mod:`.jvm_helpers` (Java helpers compiled in the driver's JVM by
+Janino), :mod:`.puffin` (Puffin files), :mod:`.position_delta` (a piece merged by the driver),
+:mod:`.statements` (a target's commit prepared), :mod:`.runner` (targets
 side by side, table locks), :mod:`.merge` (:class:`~.merge.ChangeMerger`, the coordinator), then
 :mod:`.snapshot`, :mod:`.verify` and :mod:`.training` (the class archive's training run).
 """

@@ -353,7 +353,7 @@ class Vectors:
     spans: list[tuple[int, int]]
 
 
-def write_vectors(spark: SparkSession, table: Any, marked: Sequence[Marked]) -> Vectors:
+def write_vectors(table: Any, marked: Sequence[Marked]) -> Vectors:
     """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location
     (:mod:`.puffin`, written by pyarrow).
 
@@ -481,7 +481,7 @@ def merge_file(
                 )
         vectors = None
         if marked:
-            vectors = write_vectors(spark, table, marked)
+            vectors = write_vectors(table, marked)
             written.append(vectors.location)
         delta = row_delta(spark, table, data, vectors, matched, row_filter, snapshot_id, properties)
         failpoint("file_written")  # the crash tests stop here: files no snapshot holds

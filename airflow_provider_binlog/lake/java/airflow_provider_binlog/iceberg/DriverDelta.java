@@ -9,7 +9,8 @@ import java.util.Map;
  * The JVM side of a merge by the driver (airflow_provider_binlog/lake/position_delta.py), in a few
  * py4j calls instead of one per Iceberg builder step. Compiled in the driver's JVM by Janino (Spark's
  * own compiler) when first needed (airflow_provider_binlog/lake/jvm_helpers.py): plain Java without
- * lambdas, try-with-resources or inferred generic types, which Janino does not compile.
+ * lambdas, try-with-resources, static interface methods or inferred generic types, which Janino does
+ * not compile.
  */
 public class DriverDelta {
   private static final String HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO";
