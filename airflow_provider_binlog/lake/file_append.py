@@ -49,7 +49,7 @@ from airflow_provider_binlog.lake import jvm_helpers
 from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.staging import filesystem_of
-from airflow_provider_binlog.lake.table_schema import columns_of
+from airflow_provider_binlog.lake.table_facts import TableFacts, table_facts
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -113,6 +113,8 @@ class Layout:
     codec: str
     level: int | None
     dictionary: tuple[str, ...] = ()
+    root: str = ""
+    """The table's location (:func:`table_root`), which its files are written under."""
 
 
 _filesystems: dict[str, tuple[pafs.FileSystem, str] | None] = {}
@@ -158,28 +160,37 @@ def file_under(root: str, location: str) -> tuple[pafs.FileSystem, str]:
     return resolved[0], resolved[1] + location[len(root) :]
 
 
-def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.DataType]]) -> Layout | None:
+def layout(
+    spark: SparkSession,
+    table: Any,
+    columns: Sequence[tuple[str, pa.DataType]],
+    facts: TableFacts | None = None,
+) -> Layout | None:
     """How the rows of ``columns`` (staged name, Arrow type) are written into ``table`` (a JVM
     ``org.apache.iceberg.Table``), or ``None`` when Spark must write them (see the module
-    docstring). Names match the table's columns case-insensitively, as Spark resolves them."""
-    if not enabled() or not table.spec().isUnpartitioned() or not table.sortOrder().isUnsorted():
+    docstring). Names match the table's columns case-insensitively, as Spark resolves them.
+
+    :param facts: the table's :class:`.table_facts.TableFacts`, if the caller read them already.
+    """
+    if not enabled():
         return None
-    root = table_root(table)
-    if root in _unwritable:
+    facts = facts or table_facts(spark, table)
+    root = facts.root
+    if not facts.unpartitioned or not facts.unsorted or root in _unwritable:
         return None
     conf = spark.conf
     if conf.get("spark.wap.id", None) or conf.get("spark.wap.branch", None):
         return None
-    props = table.properties()
-    if str(props.getOrDefault("write.format.default", "parquet")).lower() != "parquet":
+    props = facts.properties
+    if props.get("write.format.default", "parquet").lower() != "parquet":
         return None
-    if props.containsKey("encryption.key-id"):
+    if "encryption.key-id" in props:
         return None
-    codec = CODECS.get(str(props.getOrDefault("write.parquet.compression-codec", DEFAULT_CODEC)).lower())
+    codec = CODECS.get(props.get("write.parquet.compression-codec", DEFAULT_CODEC).lower())
     if codec is None:
         return None
     level_text = props.get("write.parquet.compression-level")
-    schema = columns_of(spark, table.schema())
+    schema = facts.columns
     fields = []
     dictionary = []
     for name, arrow in columns:
@@ -199,8 +210,9 @@ def layout(spark: SparkSession, table: Any, columns: Sequence[tuple[str, pa.Data
         schema=pa.schema(fields),
         sources=tuple(name for name, _ in columns),
         codec=codec,
-        level=int(level_text) if level_text is not None and str(level_text).isdigit() else None,
+        level=int(level_text) if level_text is not None and level_text.isdigit() else None,
         dictionary=tuple(dictionary),
+        root=root,
     )
 
 
@@ -212,13 +224,14 @@ _unwritable: set[str] = set()
 """Table locations pyarrow could not create a file in, in this process: Spark writes those."""
 
 
-def create(table: Any, location: str) -> tuple[pafs.FileSystem, str, Any]:
-    """Create file ``location`` of ``table`` (its folder too: a new table has no data folder yet);
-    return its filesystem, its path there and the open output stream.
+def create(root: str, location: str) -> tuple[pafs.FileSystem, str, Any]:
+    """Create file ``location`` of the table at ``root`` (:func:`table_root`; the file's folder
+    too: a new table has no data folder yet); return its filesystem, its path there and the open
+    output stream.
 
     :raises Unwritable: it could not be created (nothing written).
     """
-    fs, path = file_in(table, location)
+    fs, path = file_under(root, location)
     try:
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         return fs, path, fs.open_output_stream(path)
@@ -226,12 +239,13 @@ def create(table: Any, location: str) -> tuple[pafs.FileSystem, str, Any]:
         raise Unwritable(f"{type(exc).__name__}: {exc}") from exc
 
 
-def write_bytes(table: Any, location: str, content: bytes) -> None:
-    """Write ``content`` as the new file ``location`` of ``table``; a failed write removes it.
+def write_bytes(root: str, location: str, content: bytes) -> None:
+    """Write ``content`` as the new file ``location`` of the table at ``root`` (:func:`table_root`);
+    a failed write removes it.
 
     :raises Unwritable: it could not be created (nothing written).
     """
-    fs, path, sink = create(table, location)
+    fs, path, sink = create(root, location)
     try:
         with sink:
             sink.write(content)
@@ -249,7 +263,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     :raises Unwritable: the file could not be created (nothing written).
     """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
-    fs, path, sink = create(table, location)
+    fs, path, sink = create(shape.root or table_root(table), location)
     count = 0
     try:
         with (

@@ -63,7 +63,7 @@ from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
 from airflow_provider_binlog.lake.options import ACTION_COLUMN
-from airflow_provider_binlog.lake.table_schema import columns_of
+from airflow_provider_binlog.lake.table_facts import TableFacts, table_facts
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:
@@ -254,11 +254,18 @@ def staged_keys(parts: Iterable[pa.Table]) -> pa.Array:
 
 
 def plan(
-    spark: SparkSession, table: Any, snapshot_id: int, row_filter: Any, field_id: int, keys: pa.Array
+    spark: SparkSession,
+    table: Any,
+    snapshot_id: int,
+    row_filter: Any,
+    field_id: int,
+    keys: pa.Array,
+    root: str,
 ) -> Matched | None:
     """The data files of ``snapshot_id`` within ``row_filter`` with live rows whose key is among
     ``keys``, each with its deleted positions after the merge, and those rows' keys and row ids;
-    ``None`` when Spark must merge (see the module docstring)."""
+    ``None`` when Spark must merge (see the module docstring). ``root``: the table's location
+    (:func:`.file_append.table_root`)."""
     found: list[tuple[int, content_files.Planned]] = []
     budget = max_rows()
     tasks, planned_files = content_files.scan(spark, table, snapshot_id, row_filter, budget)
@@ -268,7 +275,6 @@ def plan(
             return None  # too many rows to read here (:data:`DEFAULT_MAX_ROWS`), not Parquet, or
             # a delete file that is not a deletion vector
         found.append((task, planned))
-    root = file_append.table_root(table)
     columns = []
     for _task, planned in found:
         read = _key_column(root, planned.location, field_id, keys.type)
@@ -353,9 +359,9 @@ class Vectors:
     spans: list[tuple[int, int]]
 
 
-def write_vectors(table: Any, marked: Sequence[Marked]) -> Vectors:
+def write_vectors(table: Any, root: str, marked: Sequence[Marked]) -> Vectors:
     """Write the deletion vectors of ``marked`` into one Puffin file in ``table``'s data location
-    (:mod:`.puffin`, written by pyarrow).
+    (:mod:`.puffin`, written by pyarrow; ``root``: :func:`.file_append.table_root`).
 
     :raises file_append.Unwritable: the file could not be created (nothing written).
     """
@@ -367,7 +373,7 @@ def write_vectors(table: Any, marked: Sequence[Marked]) -> Vectors:
         for m in marked
     ]
     content, spans = puffin.encode(DV_BLOB, [ROW_POSITION_FIELD_ID], blobs, CREATED_BY)
-    file_append.write_bytes(table, location, content)
+    file_append.write_bytes(root, location, content)
     return Vectors(location, len(content), spans)
 
 
@@ -411,12 +417,11 @@ def commit_delta(spark: SparkSession, table: Any, delta: Any) -> None:
     delta.commit()
 
 
-def applicable(table: Any, spark: SparkSession) -> bool:
+def applicable(facts: TableFacts) -> bool:
     """Format-version 3 or later, merged merge-on-read."""
-    props = table.properties()
-    if str(props.getOrDefault("write.merge.mode", "copy-on-write")).lower() != "merge-on-read":
+    if facts.properties.get("write.merge.mode", "copy-on-write").lower() != "merge-on-read":
         return False
-    return int(java_static(spark, "org.apache.iceberg.TableUtil", "formatVersion")(table)) >= 3
+    return facts.format_version >= 3
 
 
 def merge_file(
@@ -444,10 +449,13 @@ def merge_file(
     :param upserts: the piece's staged upserts: the data file must hold that many rows.
     :raises LakeError: the data file holds another count of rows (nothing committed).
     """
-    if not enabled() or table is None or table.currentSnapshot() is None or not applicable(table, spark):
+    if not enabled() or table is None:
         return False
-    shape = file_append.layout(spark, table, [(c.name, c.type.arrow) for c in columns])
-    schema = columns_of(spark, table.schema())
+    facts = table_facts(spark, table)  # as the MERGE plans: the table as loaded, not refreshed
+    if facts.snapshot_id is None or not applicable(facts):
+        return False
+    shape = file_append.layout(spark, table, [(c.name, c.type.arrow) for c in columns], facts)
+    schema = facts.columns
     field = schema.find(key)
     if shape is None or field is None:
         return False
@@ -457,8 +465,8 @@ def merge_file(
     keys = staged_keys(staged(columns=[key]))
     if pa.types.is_floating(keys.type):
         return False  # Spark's = holds NaN = NaN and -0.0 = 0.0; a hash lookup may not
-    snapshot_id = int(table.currentSnapshot().snapshotId())  # as the MERGE plans: no refresh
-    matched = plan(spark, table, snapshot_id, row_filter, field.id, keys)
+    snapshot_id = facts.snapshot_id
+    matched = plan(spark, table, snapshot_id, row_filter, field.id, keys, facts.root)
     if matched is None or (not matched.marked and upserts == 0):
         return False  # Spark merges it (or commits the piece's mark when it changes nothing)
     marked = matched.marked
@@ -481,7 +489,7 @@ def merge_file(
                 )
         vectors = None
         if marked:
-            vectors = write_vectors(table, marked)
+            vectors = write_vectors(table, facts.root, marked)
             written.append(vectors.location)
         delta = row_delta(spark, table, data, vectors, matched, row_filter, snapshot_id, properties)
         failpoint("file_written")  # the crash tests stop here: files no snapshot holds

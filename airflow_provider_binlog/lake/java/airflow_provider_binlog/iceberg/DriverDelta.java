@@ -15,6 +15,24 @@ import java.util.Map;
 public class DriverDelta {
   private static final String HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO";
 
+  /**
+   * What the driver's merge and its inserts check of table, as JSON: its location, whether it is
+   * unpartitioned and unsorted, its properties, its schema (SchemaParser's JSON, as text), its
+   * format version and its current snapshot's id as text (null: none). The table is not refreshed.
+   */
+  public String facts(org.apache.iceberg.Table table) throws Exception {
+    Map out = new java.util.LinkedHashMap();
+    out.put("location", table.location());
+    out.put("unpartitioned", Boolean.valueOf(table.spec().isUnpartitioned()));
+    out.put("unsorted", Boolean.valueOf(table.sortOrder().isUnsorted()));
+    out.put("properties", table.properties());
+    out.put("schema", org.apache.iceberg.SchemaParser.toJson(table.schema()));
+    out.put("format-version", Integer.valueOf(org.apache.iceberg.TableUtil.formatVersion(table)));
+    org.apache.iceberg.Snapshot current = table.currentSnapshot();
+    out.put("snapshot-id", current == null ? null : String.valueOf(current.snapshotId()));
+    return org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(out);
+  }
+
   /** The data files of snapshot snapshotId of table within filter, as a list of FileScanTask. */
   public List tasks(org.apache.iceberg.Table table, String snapshotId, org.apache.iceberg.expressions.Expression filter)
       throws Exception {
