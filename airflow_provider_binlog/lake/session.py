@@ -99,6 +99,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -277,6 +278,10 @@ def session_conf(
     return out
 
 
+_ACTIVE = threading.local()
+"""Per Python thread: the JVM session :func:`activate` last made active on its JVM thread."""
+
+
 def activate(spark: SparkSession) -> None:
     """Make ``spark`` the active session of the calling thread's JVM thread.
 
@@ -284,10 +289,18 @@ def activate(spark: SparkSession) -> None:
     one, and the JVM thread py4j pins to a new Python thread has none; JVM calls outside
     ``spark.sql`` (Iceberg's ``Spark3Util``, the commit marks) resolve catalogs through the active
     session and would not see our catalog there (``REQUIRES_SINGLE_PART_NAMESPACE``).
+
+    A thread that already made this session active is not asked again (py4j pins one JVM thread to
+    each Python thread; nothing of this product makes another session active there): a call per
+    table load and per pool task was five round trips per table and commit.
     """
     from airflow_provider_binlog.lake.java_classes import java_static
 
-    java_static(spark, "org.apache.spark.sql.SparkSession", "setActiveSession")(spark._jsparkSession)
+    session = spark._jsparkSession
+    if getattr(_ACTIVE, "session", None) is session:
+        return
+    java_static(spark, "org.apache.spark.sql.SparkSession", "setActiveSession")(session)
+    _ACTIVE.session = session
 
 
 def has_active_session() -> bool:
@@ -342,8 +355,7 @@ def stop_session(spark: SparkSession) -> None:
     the stop and shut down by a daemon thread, so a later session of this process (its own server)
     never waits on it either.
     """
-    import threading
-
+    _ACTIVE.session = None  # Spark's stop clears this thread's active session
     context: Any = spark.sparkContext
     server = getattr(context, "_accumulatorServer", None)
     if server is not None:
