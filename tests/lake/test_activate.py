@@ -46,7 +46,14 @@ def test_a_thread_makes_a_session_active_once(calls: list[tuple[int, Any]]) -> N
 def test_each_thread_makes_it_active_for_itself(calls: list[tuple[int, Any]]) -> None:
     spark = _spark()
     session.activate(spark)
-    threads = [threading.Thread(target=session.activate, args=(spark,)) for _ in range(2)]
+    together = threading.Barrier(2, timeout=30)  # both alive at once: two distinct threads
+
+    def twice() -> None:
+        together.wait()
+        session.activate(spark)
+        session.activate(spark)
+
+    threads = [threading.Thread(target=twice) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
