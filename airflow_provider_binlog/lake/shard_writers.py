@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.java_maps import string_map
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.shards import WRITER_PREFIX, writers_problem
+from airflow_provider_binlog.lake.table_facts import table_facts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,7 +32,7 @@ def check_writers(
     if table is None:
         return
     table.refresh()
-    props = string_map(spark, table.properties())
+    props = table_facts(spark, table).properties  # one py4j call
     problem = writers_problem(props, display, destination, opts)
     if problem is not None:
         raise LakeError(problem)
