@@ -6,15 +6,16 @@ Iceberg per table are cheaper as one call to a helper that makes the chain in th
 
 * ``DriverDelta`` (:func:`driver_delta`): a merge by the driver (:mod:`.position_delta`) plans a
   table's files, builds its data file's metadata from the file's footer, a ``DeleteFile`` per
-  deletion vector and a row delta with the checks of Spark's MERGE: about 60 round trips per table
-  and commit before, now four (``bench/merge_wide.py`` counts them);
+  deletion vector and a row delta with the checks of Spark's MERGE, and reads a table's facts
+  (:mod:`.table_facts`): about 85 round trips per table and commit before, now five
+  (``bench/merge_wide.py`` counts them);
 * ``MarkReader`` (:func:`mark_reader`): the newest snapshot a destination committed to a table
   (:func:`.commits.mark_of`), read per table at a run's start: about ten round trips per table
   (more when other writers committed since), now one.
 
 The sources are kept in this package (``java/airflow_provider_binlog/iceberg/``). **Compiled by
 Janino**, the compiler Spark itself uses for its generated code and ships on every driver's class
-path, once per JVM (tens of milliseconds, on the thread that first asks), with the class loader of
+path, once per session (tens of milliseconds, on the thread that first asks), with the class loader of
 Iceberg's table classes as its parent: a local driver and a cluster's driver alike, whichever way
 Iceberg's runtime jar was added, with no build step and no jar to ship. Janino compiles plain
 Java: the sources have no lambdas, no try-with-resources, no static interface methods, and cast
@@ -44,11 +45,13 @@ def source(name: str) -> str:
 
 
 def helper(spark: SparkSession, table: Any, name: str) -> Any:
-    """An instance of helper class ``name`` in the JVM (compiled on the first call in a JVM);
+    """An instance of helper class ``name`` in the JVM (compiled on the first call for a session);
     ``table`` is a JVM Iceberg ``Table``, whose class loader the helper's classes are loaded
-    under."""
+    under. Kept per session (by its py4j object id, never reused in a JVM): a later session of the
+    same JVM may load Iceberg's jar through another class loader."""
+    key = f"{PACKAGE}.{name}@{spark._jsparkSession._target_id}"
     with _COMPILING:
-        return per_jvm(spark, f"{PACKAGE}.{name}", lambda: _compile(spark, table, name))
+        return per_jvm(spark, key, lambda: _compile(spark, table, name))
 
 
 def driver_delta(spark: SparkSession, table: Any) -> Any:
