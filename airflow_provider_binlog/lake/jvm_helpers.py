@@ -15,7 +15,7 @@ Iceberg per table are cheaper as one call to a helper that makes the chain in th
 
 The sources are kept in this package (``java/airflow_provider_binlog/iceberg/``). **Compiled by
 Janino**, the compiler Spark itself uses for its generated code and ships on every driver's class
-path, once per session (tens of milliseconds, on the thread that first asks), with the class loader of
+path, once per JVM (tens of milliseconds, on the thread that first asks), with the class loader of
 Iceberg's table classes as its parent: a local driver and a cluster's driver alike, whichever way
 Iceberg's runtime jar was added, with no build step and no jar to ship. Janino compiles plain
 Java: the sources have no lambdas, no try-with-resources, no static interface methods, and cast
@@ -45,13 +45,16 @@ def source(name: str) -> str:
 
 
 def helper(spark: SparkSession, table: Any, name: str) -> Any:
-    """An instance of helper class ``name`` in the JVM (compiled on the first call for a session);
+    """An instance of helper class ``name`` in the JVM (compiled on the first call in a JVM);
     ``table`` is a JVM Iceberg ``Table``, whose class loader the helper's classes are loaded
-    under. Kept per session (by its py4j object id, never reused in a JVM): a later session of the
-    same JVM may load Iceberg's jar through another class loader."""
-    key = f"{PACKAGE}.{name}@{spark._jsparkSession._target_id}"
+    under.
+
+    Kept for the JVM, across its sessions: a JVM loads Iceberg's jar once, when it starts (the
+    driver's class path, or ``spark.jars`` set up by the launcher), and py4j finds a method by its
+    class's name, so a second class of the same name would be given the first one's methods
+    (``object is not an instance of declaring class``)."""
     with _COMPILING:
-        return per_jvm(spark, key, lambda: _compile(spark, table, name))
+        return per_jvm(spark, f"{PACKAGE}.{name}", lambda: _compile(spark, table, name))
 
 
 def driver_delta(spark: SparkSession, table: Any) -> Any:

@@ -1,6 +1,7 @@
 """``lake.session.stop_session``: the stop does not wait on PySpark's accumulator server, the server
-still ends, and the process can start a new session after it (run in a child process: the harness's
-session lives for the whole test run)."""
+still ends, and the process can start a new session after it, whose merges use the JVM helpers
+compiled for the first (run in a child process: the harness's session lives for the whole test
+run)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,19 @@ import pytest
 CHILD = textwrap.dedent(
     """
     import json, sys, threading
+    from airflow_provider_binlog.lake import commits
     from airflow_provider_binlog.lake.session import create_session, stop_session
+    from airflow_provider_binlog.lake.table_facts import table_facts
+
+    def helpers(spark):  # the JVM helpers of lake/jvm_helpers.py, compiled once per JVM
+        table = commits.load_iceberg_table(spark, "lake.stop.t")
+        return table_facts(spark, table).format_version, commits.mark_of(spark, table, "d")
 
     warehouse = sys.argv[1]
     out = {}
     spark = create_session(master="local[1]", warehouse=warehouse)
+    spark.sql("CREATE TABLE lake.stop.t (id bigint) USING iceberg TBLPROPERTIES ('format-version'='3')")
+    out["helpers"] = [helpers(spark)]
     server = spark.sparkContext._accumulatorServer
     stop_session(spark)
     out["detached"] = spark.sparkContext._jsc is None
@@ -31,6 +40,7 @@ CHILD = textwrap.dedent(
     again = create_session(master="local[1]", warehouse=warehouse)
     out["new_server"] = again.sparkContext._accumulatorServer is not server
     out["query"] = again.range(5).count()
+    out["helpers"].append(helpers(again))
     stop_session(again)
     print(json.dumps(out))
     """
@@ -46,4 +56,5 @@ def test_stop_session_leaves_no_server_behind_and_a_new_session_starts(tmp_path:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {
         "detached": True, "stopper_done": True, "server_closed": True, "new_server": True, "query": 5,
+        "helpers": [[3, None], [3, None]],
     }  # fmt: skip
