@@ -112,9 +112,9 @@ class Layout:
     sources: tuple[str, ...]
     codec: str
     level: int | None
-    dictionary: tuple[str, ...] = ()
-    root: str = ""
+    root: str
     """The table's location (:func:`table_root`), which its files are written under."""
+    dictionary: tuple[str, ...] = ()
 
 
 _filesystems: dict[str, tuple[pafs.FileSystem, str] | None] = {}
@@ -263,7 +263,7 @@ def write_file(table: Any, shape: Layout, tables: Iterable[pa.Table]) -> tuple[s
     :raises Unwritable: the file could not be created (nothing written).
     """
     location = str(table.locationProvider().newDataLocation(f"binlog-cdc-{uuid.uuid4().hex}.parquet"))
-    fs, path, sink = create(shape.root or table_root(table), location)
+    fs, path, sink = create(shape.root, location)
     count = 0
     try:
         with (

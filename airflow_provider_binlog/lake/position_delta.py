@@ -391,13 +391,10 @@ def row_delta(
     file ``data`` (``None``: no upserts) with its footer's metrics, a ``DeleteFile`` per deletion
     vector replacing its data file's planned ones, the checks of Spark's MERGE (module docstring)
     from ``snapshot_id`` within ``row_filter``, and ``properties`` in the snapshot's summary."""
-    spans = vectors.spans if vectors is not None else []
-    spec = {
-        "snapshot-id": str(snapshot_id),
-        "properties": dict(properties),
-        "puffin": vectors.location if vectors is not None else None,
-        "puffin-size": vectors.size if vectors is not None else 0,
-        "vectors": [
+    spec: dict[str, Any] = {"snapshot-id": str(snapshot_id), "properties": dict(properties), "vectors": []}
+    if vectors is not None:
+        spec["puffin"], spec["puffin-size"] = vectors.location, vectors.size
+        spec["vectors"] = [
             {
                 "task": m.task,
                 "referenced": m.location,
@@ -405,9 +402,8 @@ def row_delta(
                 "length": length,
                 "cardinality": len(m.positions),
             }
-            for m, (offset, length) in zip(matched.marked, spans, strict=True)
-        ],
-    }
+            for m, (offset, length) in zip(matched.marked, vectors.spans, strict=True)
+        ]
     helper = jvm_helpers.driver_delta(spark, table)
     return helper.delta(table, data, matched.tasks, row_filter, json.dumps(spec))
 
