@@ -74,6 +74,9 @@ class DecodeContext:
     tables: dict[int, Any] = field(default_factory=dict)
     schema_resolver: Callable[[Any], Any] | None = None
     from_server: bool = False
+    start: int = -1
+    """Where the parser took the current event to start in ``file`` (for an event inside a
+    TRANSACTION_PAYLOAD_EVENT, the payload's start; ``-1``: not known)."""
 
     def table_id_size(self, type_code: int = EventType.TABLE_MAP_EVENT) -> int:
         """Width of the table id in TABLE_MAP and row events: 4 with a 6-byte post-header, else 6."""
@@ -81,11 +84,12 @@ class DecodeContext:
 
     @property
     def position(self) -> str | None:
-        """``file:position`` of the current event's first byte, when the header tells it."""
+        """``file:position`` of the current event's first byte: from its header's ``log_pos``, else
+        (an event inside a transaction payload has none) where the parser took it to start."""
         h = self.header
-        if h is None or h.log_pos == 0:
-            return None
-        return f"{self.file}:{h.log_pos - h.event_size}"
+        if h is not None and h.log_pos != 0:
+            return f"{self.file}:{h.log_pos - h.event_size}"
+        return f"{self.file}:{self.start}" if self.start >= 0 else None
 
 
 B = TypeVar("B")

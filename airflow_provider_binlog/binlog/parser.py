@@ -198,6 +198,7 @@ class BinlogParser:
         ctx = self.ctx
         ctx.header = header
         ctx.file = self.file
+        ctx.start = start
 
         if code == _FDE:
             body: Any = self._decode(FormatDescriptionEvent, view[EVENT_HEADER_LEN:], header, start)

@@ -68,3 +68,12 @@ def test_random_bytes_inside_events_raise_only_decode_errors(data: st.DataObject
     junk = data.draw(st.binary(min_size=1, max_size=16))
     raw[start : start + len(junk)] = junk
     consume(bytes(raw[: len(DATA[name])]), verify=False)
+
+
+def test_a_damaged_query_status_inside_a_transaction_payload_is_located() -> None:
+    """A case the random test found: a zero byte in a QUERY_EVENT's status variables inside a
+    TRANSACTION_PAYLOAD_EVENT (whose inner events carry no ``log_pos``) is named by the payload's
+    position."""
+    raw = bytearray(DATA["transaction_compression.000001"])
+    raw[380:381] = b"\x00"
+    consume(bytes(raw), verify=False)
