@@ -472,10 +472,10 @@ class Probe:
         commits.load_iceberg_table = timed_load  # type: ignore[assignment]
         load_marks = merge.ChangeMerger.load_marks
 
-        def timed_marks(merger: Any) -> None:
+        def timed_marks(merger: Any) -> Any:
             t0 = time.perf_counter()
             try:
-                load_marks(merger)
+                return load_marks(merger)
             finally:
                 self.spent("marks", time.perf_counter() - t0)
 

@@ -175,6 +175,7 @@ class CanalDrain:
     def _make_merger(self) -> Any:
         from airflow_provider_binlog.drain.source import known_routes
         from airflow_provider_binlog.lake.merge import ChangeMerger
+        from airflow_provider_binlog.lake.shard_writers import check_merger
 
         spark = self.spark_factory()
         known = known_routes(self.connect, self.routes) if self.connect is not None else self.routes.exact
@@ -183,7 +184,7 @@ class CanalDrain:
             max_rows=self.limits.max_rows_per_commit + self.limits.batch_size + 1,
             on_schema_change=self.on_schema_change,
         )  # fmt: skip
-        merger.load_marks()
+        check_merger(merger, merger.load_marks())  # as the binlog source's start (drain/run.py)
         return merger
 
     def run(self) -> dict[str, Any]:

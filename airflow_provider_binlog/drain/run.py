@@ -216,8 +216,8 @@ class Drain:
             on_schema_change=self.on_schema_change,
         )  # fmt: skip
         self._clean_staging(merger.staging.root)
-        merger.load_marks()
-        check_merger(merger)  # another destination filling a target without a shard column stops here
+        # another destination filling a target without a shard column stops here
+        check_merger(merger, merger.load_marks())
         return merger
 
     def _clean_staging(self, root: str) -> None:

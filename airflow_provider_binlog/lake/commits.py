@@ -227,8 +227,23 @@ def mark_of(
     found = jvm_helpers.mark_reader(spark, table).mark(table, destination, DESTINATION, ORDER_KEY, max_depth)
     if found is None:
         return None
-    loaded = json.loads(found)
-    return _mark_from_summary(loaded["summary"], int(loaded["snapshot-id"]))
+    return _mark_from_json(json.loads(found))
+
+
+def mark_and_properties(
+    spark: SparkSession, table: Any, destination: str, max_depth: int = 10_000
+) -> tuple[CommittedMark | None, dict[str, str]]:
+    """:func:`mark_of` and the table's properties as it was refreshed for it, in one py4j call (a
+    run's start reads both of every table: the marks to fold, the properties to check the table's
+    writers)."""
+    reader = jvm_helpers.mark_reader(spark, table)
+    loaded = json.loads(reader.markAndProperties(table, destination, DESTINATION, ORDER_KEY, max_depth))
+    found = loaded["mark"]
+    return (None if found is None else _mark_from_json(found)), dict(loaded["properties"])
+
+
+def _mark_from_json(found: Mapping[str, Any]) -> CommittedMark:
+    return _mark_from_summary(found["summary"], int(found["snapshot-id"]))
 
 
 @contextlib.contextmanager
@@ -271,6 +286,17 @@ class Marks:
                 self._found(target)
             known[target] = None if table is None else mark_of(self.spark, table, self.destination)
         return known[target]
+
+    def load(self, target: str) -> dict[str, str] | None:
+        """Read the target's mark from its table now, with the table's properties; return the
+        properties (``None``: there is no table). One table load and one py4j call."""
+        table = load_iceberg_table(self.spark, target)
+        if table is None:
+            self.known[target] = None
+            return None
+        self._found(target)
+        self.known[target], properties = mark_and_properties(self.spark, table, self.destination)
+        return properties
 
     def read(self, target: str) -> CommittedMark | None:
         """The target's mark read from its table now (not cached, but remembered)."""

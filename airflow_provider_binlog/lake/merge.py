@@ -260,11 +260,16 @@ class ChangeMerger:
         names = [quote_parts(parse_name(target))] if target else self._routes.targets()
         return {self._routes.display(name): self.marks.read(name) for name in names}
 
-    def load_marks(self) -> None:
+    def load_marks(self) -> dict[str, dict[str, str] | None]:
         """Load every routed target's committed mark now, as the first fold of each would (a caller
         that folds on another thread than Spark's start then never waits for a table to load).
-        Several tables are read at once (:meth:`~.runner.TargetRunner.map`)."""
-        self.runner.map(self.marks.get, self._routes.targets())
+        Several tables are read at once (:meth:`~.runner.TargetRunner.map`).
+
+        :return: each target's table properties, read with its mark (``None``: no table yet), for
+            :func:`.shard_writers.check_merger`.
+        """
+        targets = list(self._routes.targets())
+        return dict(zip(targets, self.runner.map(self.marks.load, targets), strict=True))
 
     def forget(self, target: str) -> int:
         """Drop what is held for ``target`` (a re-snapshot replaces its contents); return the row

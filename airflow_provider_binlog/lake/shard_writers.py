@@ -4,6 +4,7 @@ refuses, record this destination as a writer."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.lake.errors import LakeError
@@ -22,9 +23,7 @@ def check_writers(
     as a writer (a table property). Nothing when the table does not exist (its creation records it).
 
     :param opts: the target's options, bound (:func:`bind`).
-    :raises LakeError: another destination fills the table and this one has no shard column (nor
-        ``unique_keys``), the table's shard column is not this target's, or the shard values of
-        two destinations are the same.
+    :raises LakeError: as :func:`writer_value`.
     """
     from airflow_provider_binlog.lake.commits import load_iceberg_table
 
@@ -33,23 +32,50 @@ def check_writers(
         return
     table.refresh()
     props = table_facts(spark, table).properties  # one py4j call
+    value = writer_value(props, display, destination, opts)
+    if value is not None:
+        record_writer(spark, target, destination, value)
+
+
+def writer_value(props: Mapping[str, str], display: str, destination: str, opts: TargetOptions) -> str | None:
+    """What to record as ``destination``'s writer property in a table with the properties ``props``
+    (``None``: it is recorded already).
+
+    :raises LakeError: another destination fills the table and this one has no shard column (nor
+        ``unique_keys``), the table's shard column is not this target's, or the shard values of
+        two destinations are the same.
+    """
     problem = writers_problem(props, display, destination, opts)
     if problem is not None:
         raise LakeError(problem)
-    mine = WRITER_PREFIX + destination
     value = opts.shard_value if opts.shard_column else ""
-    if props.get(mine) != value:
+    return None if props.get(WRITER_PREFIX + destination) == value else value
+
+
+def record_writer(spark: SparkSession, target: str, destination: str, value: str) -> None:
+    """Set ``destination``'s writer property of the table ``target`` (quoted) to ``value``."""
+    from airflow_provider_binlog.lake.commits import load_iceberg_table
+
+    table = load_iceberg_table(spark, target)
+    if table is not None:
         update: Any = table.updateProperties()
-        update.set(mine, value).commit()
+        update.set(WRITER_PREFIX + destination, value).commit()
 
 
-def check_merger(merger: Any) -> None:
-    """:func:`check_writers` for every target a :class:`~.merge.ChangeMerger` routes to (the run
-    start: the drain calls it once the merger is made), several tables at once; the first refusal
-    in the targets' order is raised once every table was checked."""
+def check_merger(merger: Any, properties: Mapping[str, Mapping[str, str] | None]) -> None:
+    """:func:`writer_value` for every target a :class:`~.merge.ChangeMerger` routes to, from the
+    properties its start read with the marks (:meth:`~.merge.ChangeMerger.load_marks`; ``None``:
+    no table yet). The first refusal in the targets' order is raised before anything is recorded;
+    else this destination is recorded where it is not yet, several tables at once."""
+    records = []
+    for target, props in properties.items():
+        if props is not None:
+            opts = merger.options_for(target)
+            value = writer_value(props, merger.display(target), merger.destination, opts)
+            if value is not None:
+                records.append((target, value))
 
-    def check(target: str) -> None:
-        opts = merger.options_for(target)
-        check_writers(merger.spark, target, merger.display(target), merger.destination, opts)
+    def record(item: tuple[str, str]) -> None:
+        record_writer(merger.spark, item[0], merger.destination, item[1])
 
-    merger.runner.map(check, merger._routes.targets())
+    merger.runner.map(record, records)

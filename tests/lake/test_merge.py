@@ -23,6 +23,7 @@ from airflow_provider_binlog.lake.merge import (
     merge_batch,
 )
 from airflow_provider_binlog.lake.sql import name_text, quote_parts
+from airflow_provider_binlog.lake.table_facts import table_facts
 
 from .model import SourceTable, all_type_columns, read_table
 
@@ -198,11 +199,14 @@ def test_marks_loaded_up_front_skip_what_the_lake_holds(spark: Any) -> None:
     more = [_row(schema, Op.UPDATE, 10, {"id": 0, "v": "x0"}, {"id": 0, "v": "new"})]
     more.append(_row(other, Op.INSERT, 11, None, {"id": 7, "v": "u7"}))
     with ChangeMerger(spark, "dest", {"db.t": target, "db.u": missing}) as merger:
-        merger.load_marks()
+        properties = merger.load_marks()
         loaded = merger.marks.known  # what the first fold of each target would otherwise wait for
         t, u = quote_parts(("lake", ns, "t")), quote_parts(("lake", ns, "u"))
         assert loaded == {t: commits.read_mark(spark, target, "dest"), u: None}
         assert loaded[t] is not None
+        # the table's properties, read in the same call (the writers' check of the run's start)
+        assert properties == {t: table_facts(spark, commits.load_iceberg_table(spark, t)).properties, u: None}
+        assert properties[t] is not None and properties[t]["write.merge.mode"] == "merge-on-read"
         merger.add_many([*batch, *more])  # the 4 inserts again (an attempt that crashed before its ack)
         counts = merger.commit(merger.take(), _end(more))
     assert counts[target].skipped == 4 and counts[target].updated == 1 and counts[target].inserted == 0

@@ -18,7 +18,7 @@ from airflow_provider_binlog.lake import shards
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.shard_swap import shard_swap
-from airflow_provider_binlog.lake.shard_writers import check_writers
+from airflow_provider_binlog.lake.shard_writers import check_merger, check_writers
 from airflow_provider_binlog.lake.sql import quote_parts
 
 from .model import SourceTable, all_type_columns
@@ -226,6 +226,37 @@ def test_writers_recorded_and_a_second_destination_checked(spark: Any) -> None:
     with pytest.raises(LakeError, match="has no shard column"):
         check_writers(spark, quoted_plain, plain, "two", shards.bind(opts, "two"))
     check_writers(spark, quoted_plain, plain, "two", TargetOptions(unique_keys=True))
+
+
+def test_a_merger_start_checks_the_writers_from_the_properties_read_with_the_marks(spark: Any) -> None:
+    """A run's start (``check_merger`` over ``load_marks``' properties): a second destination
+    without a shard column is refused naming the table, before anything is recorded in any table;
+    with its own shard values it is recorded as a writer of the existing table, and a target with
+    no table yet is left to its creation."""
+    clock = [4]
+    a = Shard("a", clock)
+    ns = _ns()
+    target, fresh = f"lake.{ns}.t", f"lake.{ns}.fresh"
+    opts = TargetOptions(shard_column="_shard", shard_value="{destination}")
+    with ChangeMerger(spark, "one", {"db.a": target}, opts) as merger:
+        rows = [a.upsert(1, 10)]
+        merger.merge(rows, rows[-1].end_position)
+
+    def writers() -> dict[str, str]:
+        props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+        return {k: v for k, v in props.items() if k.startswith(shards.WRITER_PREFIX)}
+
+    with ChangeMerger(spark, "two", {"db.a": target, "db.b": fresh}) as merger:
+        properties = merger.load_marks()
+        assert properties[quote_parts(("lake", ns, "fresh"))] is None
+        assert properties[quote_parts(("lake", ns, "t"))][shards.SHARD_COLUMN_PROPERTY] == "_shard"
+        refused = rf"destination two: the lake table {target} has the shard column"
+        with pytest.raises(LakeError, match=refused):
+            check_merger(merger, properties)
+    assert writers() == {shards.WRITER_PREFIX + "one": "one"}
+    with ChangeMerger(spark, "two", {"db.a": target, "db.b": fresh}, opts) as merger:
+        check_merger(merger, merger.load_marks())
+    assert writers() == {shards.WRITER_PREFIX + "one": "one", shards.WRITER_PREFIX + "two": "two"}
 
 
 def test_append_only_and_soft_delete_targets_carry_the_shard(spark: Any) -> None:

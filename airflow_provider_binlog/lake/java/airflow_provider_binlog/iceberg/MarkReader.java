@@ -17,6 +17,25 @@ public class MarkReader {
   public String mark(
       org.apache.iceberg.Table table, String destination, String destinationKey, String orderKey, int maxDepth)
       throws Exception {
+    Map found = newest(table, destination, destinationKey, orderKey, maxDepth);
+    return found == null ? null : org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(found);
+  }
+
+  /**
+   * What mark answers (null there) and the table's properties as it was refreshed for it, as one
+   * JSON object: {"mark": ..., "properties": {...}} (a run's start reads both of every table).
+   */
+  public String markAndProperties(
+      org.apache.iceberg.Table table, String destination, String destinationKey, String orderKey, int maxDepth)
+      throws Exception {
+    Map out = new LinkedHashMap();
+    out.put("mark", newest(table, destination, destinationKey, orderKey, maxDepth));
+    out.put("properties", table.properties());
+    return org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(out);
+  }
+
+  private Map newest(
+      org.apache.iceberg.Table table, String destination, String destinationKey, String orderKey, int maxDepth) {
     table.refresh();
     org.apache.iceberg.Snapshot snap = table.currentSnapshot();
     int depth = 0;
@@ -27,7 +46,7 @@ public class MarkReader {
         Map out = new LinkedHashMap();
         out.put("snapshot-id", String.valueOf(snap.snapshotId()));
         out.put("summary", summary);
-        return org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(out);
+        return out;
       }
       Long parent = snap.parentId();
       snap = parent == null ? null : table.snapshot(parent.longValue());
