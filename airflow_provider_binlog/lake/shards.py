@@ -21,14 +21,12 @@ ones, one commit). A RENAME between two names routed to the table relabels the r
 (:class:`RelabelShard`). A column one shard added is added once; rows of shards that do not have it yet
 hold NULL in it, as their source has no value.
 
-Table properties (written at creation, :func:`bind`; a run's start adds its destination's writer line
-where it is missing):
+Table properties (written at creation, :func:`bind`; the run start adds its own writer line):
 
 ==============================  =====================================================================
 ``binlog-cdc.shard-column``     the shard column (absent: the table has none)
 ``binlog-cdc.writer.<dest>``    one per destination writing to the table: its shard value template
-                                with ``{destination}``/``{connection}`` filled in (empty: no shard
-                                column)
+                                with ``{destination}``/``{connection}`` filled in
 ==============================  =====================================================================
 
 Collisions are refused before anything is written: when the DAG is parsed, two sources of one
@@ -99,19 +97,15 @@ def fill(template: str, **values: str) -> str:
 
 def bind(opts: TargetOptions, destination: str, connection: str | None = None) -> TargetOptions:
     """``opts`` with ``{destination}`` (and ``{connection}`` when given) filled into the shard value,
-    and the table properties a new table records (:data:`SHARD_COLUMN_PROPERTY` with a shard
-    column, and this destination's writer line: its shard value, or empty without a shard column;
-    a run's start then finds its tables recorded and commits nothing to them). The same options
-    again when already bound."""
-    props = dict(opts.table_properties)
+    and the table properties a new table records (:data:`SHARD_COLUMN_PROPERTY`, this
+    destination's writer line). The same options again when already bound."""
     if not opts.shard_column:
-        props[WRITER_PREFIX + destination] = ""
-        same = props == dict(opts.table_properties)
-        return opts if same else dataclasses.replace(opts, table_properties=props)
+        return opts
     values = {"destination": destination}
     if connection is not None:
         values["connection"] = connection
     value = fill(opts.shard_value, **values)
+    props = dict(opts.table_properties)
     props[SHARD_COLUMN_PROPERTY] = opts.shard_column
     props[WRITER_PREFIX + destination] = value
     if value == opts.shard_value and props == dict(opts.table_properties):

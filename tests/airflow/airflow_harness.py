@@ -14,6 +14,7 @@ Not named ``conftest`` helpers on purpose: test modules import them directly.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -52,10 +53,15 @@ class DagRunResult:
     seconds: float
 
     @property
+    def finished(self) -> str | None:
+        """The state the log's last ``DagRun Finished`` line gives (``None``: no such line)."""
+        found = re.findall(r"DagRun Finished: .*?\bstate=(\w+)", self.log)
+        return found[-1] if found else None
+
+    @property
     def succeeded(self) -> bool:
         """The process exited 0 and the run finished in state success."""
-        finished = self.log.rsplit("DagRun Finished", 1)
-        return self.returncode == 0 and len(finished) == 2 and "state=success" in finished[1]
+        return self.returncode == 0 and self.finished == "success"
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(line[:400] for line in self.log.splitlines()[-lines:])

@@ -170,7 +170,9 @@ def test_jvm_warnings_are_no_errors_in_the_task_log(
         **api_server,
     )
     result = run_dag_with_executor(env, "tasklog_jvm", tmp_path / "dag.log")
-    assert result.succeeded, result.tail()
+    # the run succeeded; the command exited 0 unless Airflow's executor hung in its shutdown after
+    # it (killed: see run_dag_with_executor)
+    assert result.finished == "success" and result.returncode in (0, -signal.SIGKILL), result.tail()
     lines = _task_log(airflow_home, "tasklog_jvm")
     native = [ln for ln in lines if "Unable to load native-hadoop library" in str(ln.get("event"))]
     assert native and {ln["level"] for ln in native} == {"warning"}, native
@@ -180,14 +182,39 @@ def test_jvm_warnings_are_no_errors_in_the_task_log(
 
 
 def run_dag_with_executor(
-    env: dict[str, str], dag_id: str, log_path: Path, timeout: float = 600
+    env: dict[str, str], dag_id: str, log_path: Path, timeout: float = 480, shutdown_grace: float = 60
 ) -> DagRunResult:
     """``airflow dags test --use-executor``: each task runs in a child of Airflow's task supervisor
-    (as on a worker), which writes the task log file."""
+    (as on a worker), which writes the task log file.
+
+    Airflow's LocalExecutor now and then never returns from its shutdown once the run has finished
+    (its ``end()`` joins a worker that does not exit: apache/airflow#45329, quarantined in Airflow's
+    own CI). Once the log says the run finished and the executor shuts down, the command gets
+    ``shutdown_grace`` seconds to exit; then it is killed, and the result's return code is the
+    kill's (-9), so :attr:`~airflow_harness.DagRunResult.succeeded` is false and
+    :attr:`~airflow_harness.DagRunResult.finished` says how the run itself ended.
+    """
     started = time.monotonic()
+    shutting_down: float | None = None
     with open(log_path, "wb") as out:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [AIRFLOW, "dags", "test", "--use-executor", dag_id], env=env, stdout=out,
-            stderr=subprocess.STDOUT, check=False, timeout=timeout,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+        try:
+            while proc.poll() is None:
+                now = time.monotonic()
+                if now - started > timeout:
+                    raise AssertionError(f"airflow dags test {dag_id} still running after {timeout:.0f} s")
+                if shutting_down is None:
+                    text = log_path.read_text(errors="replace")
+                    if "DagRun Finished" in text and "Shutting down LocalExecutor" in text:
+                        shutting_down = now
+                elif now - shutting_down > shutdown_grace:
+                    break
+                time.sleep(0.5)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     return DagRunResult(proc.returncode, log_path.read_text(errors="replace"), time.monotonic() - started)
