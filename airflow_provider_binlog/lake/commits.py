@@ -278,13 +278,10 @@ class Marks:
         """Target (quoted name) -> its mark (``None``: no table or no mark), for targets read so far."""
 
     def get(self, target: str) -> CommittedMark | None:
-        """The target's mark, read from its table the first time."""
+        """The target's mark, read from its table the first time (:meth:`load`)."""
         known = self.known
         if target not in known:
-            table = load_iceberg_table(self.spark, target)
-            if table is not None:
-                self._found(target)
-            known[target] = None if table is None else mark_of(self.spark, table, self.destination)
+            self.load(target)
         return known[target]
 
     def load(self, target: str) -> dict[str, str] | None:

@@ -34,7 +34,7 @@ destination routed to one target (a pattern whose target lacks ``{table}``, or t
 one target) need a shard column whose value tells them apart, or ``unique_keys=True``
 (:func:`check_routes`); at the run start, a second destination writing into a table that another
 destination fills needs the table's shard column, and shard values distinct from the other
-writers' (:func:`.shard_writers.check_writers`).
+writers' (:func:`.shard_writers.check_merger`).
 
 Limits: a snapshot (``snapshot="initial"``) of several source tables of ONE destination into one
 lake table is refused (its chunk marks are per destination and table); take it per destination
