@@ -39,20 +39,15 @@ class BuildPyWithProtos(build_py):
             _generate(Path(self.build_lib) / _PB)
 
 
+_C_FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+
 setup(
     cmdclass={"build_py": BuildPyWithProtos},
     ext_modules=[
-        Extension(
-            "airflow_provider_binlog.binlog._rowdecode",
-            ["airflow_provider_binlog/binlog/_rowdecode.c"],
-            optional=True,
-            extra_compile_args=[
-                "-O2",
-                "-Wall",
-                "-Wextra",
-                "-Wno-unused-parameter",
-                "-Wno-missing-field-initializers",
-            ],
+        Extension(name, [source], optional=True, extra_compile_args=_C_FLAGS)
+        for name, source in (
+            ("airflow_provider_binlog.binlog._rowdecode", "airflow_provider_binlog/binlog/_rowdecode.c"),
+            ("airflow_provider_binlog.lake._fold", "airflow_provider_binlog/lake/_fold.c"),
         )
     ],
 )

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import countOf, itemgetter
 from typing import Any
 
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, RowChange
+from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 
 Meta = tuple[Op, int, BinlogPosition]
@@ -75,12 +76,57 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     """Fold ``changes`` (in commit order, after the ones already folded) into ``piece``; return how
     many keys it holds more than before.
 
+    The C fold (:mod:`.fold_native`) takes the runs of changes it can; :func:`_fold_python` the rest.
+
     :param table: the target's name, for errors.
     :raises LakeError: a partial row image of an insert or update (``binlog_row_image`` not FULL).
     :raises MissingKeyError: a row image without a key column.
     """
+    held = len(piece.state)
+    native = fold_native.NATIVE
+    if native is None or piece.shard is not None or piece.with_meta or type(changes) is not list:
+        _fold_python(piece, changes, table)
+        return len(piece.state) - held
+    mod, plan = native
+    i, n = 0, len(changes)
+    while i < n:
+        step = _PYTHON_RUN
+        schema = piece.schema
+        if schema is not None:
+            stop, inserts, updates, deletes, piece.existing = mod.fold_run(
+                plan,
+                piece.state,
+                changes,
+                i,
+                piece.keys,
+                schema,
+                len(schema.columns),
+                fold_native.OPS,
+                piece.existing,
+            )
+            piece.inserts += inserts
+            piece.updates += updates
+            piece.deletes += deletes
+            if stop > i:
+                step = 1  # the change it stopped at, then the C fold again
+            i = stop
+            if i >= n:
+                break
+        j = min(n, i + step)
+        _fold_python(piece, changes[i:j], table)
+        i = j
+    if changes:
+        piece.last = changes[-1]
+    return len(piece.state) - held
+
+
+_PYTHON_RUN = 64
+"""Changes the Python fold takes at once where the C fold took none (a piece's first changes)."""
+
+
+def _fold_python(piece: Piece, changes: Sequence[RowChange], table: str) -> None:
+    """:func:`fold` in Python, for any piece and changes."""
     state = piece.state
-    held = len(state)
     # the hot loop: one C call per image, no per-change tuple building
     key_of: Callable[[Any], Any] = itemgetter(*piece.keys)
     shard = piece.shard
@@ -145,13 +191,20 @@ def fold(piece: Piece, changes: Sequence[RowChange], table: str) -> int:
     piece.existing = existing
     if changes:
         piece.last = changes[-1]
-    return len(state) - held
 
 
 def staged_actions(helds: Iterable[Held]) -> list[str]:
     """The staged action of each of a piece's held values, in order: ``D`` for a delete, ``U`` for
     an upsert."""
-    return ["D" if held is None or (type(held) is list and held[0] is None) else "U" for held in helds]
+    upsert, delete = fold_native.UPSERT, fold_native.DELETE
+    return [delete if held is None or (type(held) is list and held[0] is None) else upsert for held in helds]
+
+
+def delete_count(state: dict[Any, Held], with_meta: bool) -> int:
+    """How many keys of a piece's state it holds as deletes (``with_meta``: the piece's own)."""
+    if with_meta:
+        return staged_actions(state.values()).count(fold_native.DELETE)
+    return countOf(state.values(), None)  # without metadata a delete is held as None
 
 
 def held_metas(helds: Iterable[Held]) -> list[Meta | None]:

@@ -27,9 +27,23 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import commits, file_append, merge_sql, new_keys, position_delta
+from airflow_provider_binlog.lake import (
+    commits,
+    file_append,
+    fold_native,
+    merge_sql,
+    new_keys,
+    position_delta,
+)
 from airflow_provider_binlog.lake.actions import DdlActions
-from airflow_provider_binlog.lake.collapse import Held, Piece, held_metas, staged_actions, staged_rows
+from airflow_provider_binlog.lake.collapse import (
+    Held,
+    Piece,
+    delete_count,
+    held_metas,
+    staged_actions,
+    staged_rows,
+)
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
@@ -74,7 +88,11 @@ def piece_columns(
     :param schema: the piece's :attr:`~.collapse.Piece.schema`.
     """
     rest = iter(items)
+    native = _native_columns(names, keys, with_meta, shard, schema)
     while part := list(itertools.islice(rest, DEFAULT_CHUNK_ROWS)):
+        if native is not None and (out := native(part)) is not None:
+            yield out
+            continue
         out = [list(column) for column in zip(*staged_rows(part, names, keys, schema), strict=True)]
         if shard is not None:  # an upsert's image has no shard column: its key has the value
             out[shard] = [key[-1] for key, _held in part]
@@ -85,6 +103,21 @@ def piece_columns(
             out.append([utc_from_epoch(m[1]) if m else None for m in last])
             out.append([str(m[2]) if m else None for m in last])
         yield out
+
+
+def _native_columns(
+    names: list[str], keys: tuple[str, ...], with_meta: bool, shard: int | None, schema: TableSchema | None
+) -> Callable[[list[tuple[Any, Held]]], list[list[Any]] | None] | None:
+    """:func:`piece_columns`' chunk in C (:mod:`.fold_native`: ``None`` for a chunk it does not
+    take), when the piece's bare tuples are rows of ``names`` as they are; else ``None``."""
+    native = fold_native.NATIVE
+    if native is None or with_meta or shard is not None or schema is None:
+        return None
+    if schema.column_names != tuple(names):
+        return None
+    columns, width = native[0].columns, len(names)
+    positions = tuple(names.index(k) for k in keys)
+    return lambda part: columns(part, width, positions, fold_native.UPSERT, fold_native.DELETE)
 
 
 KEY_RANGE_ENV = "BINLOG_CDC_KEY_RANGE"
@@ -270,7 +303,7 @@ class Statements:
         if with_meta:
             stage_cols += META_COLUMNS
         # the state is read where it is (a list of its items would cost 64 bytes more per row image)
-        deletes = staged_actions(state.values()).count("D")
+        deletes = delete_count(state, with_meta)
         upserts = len(state) - deletes
         ranges = key_ranges(state, keys, columns)
         view, stage_name, _ = self.views.stage(

@@ -1,0 +1,259 @@
+/* C fast path of folding row changes and of staging a folded piece (see fold_native.py).
+ *
+ * Two functions, each the twin of one case of a Python loop in collapse.py / statements.py, and
+ * each leaving every other case to that loop:
+ *
+ * fold_run   folds row changes into a piece's state while they are the common case: a piece
+ *            without metadata or shard column, whose full images of its schema are held as bare
+ *            tuples. It stops, changing nothing for it, at the first change it does not take
+ *            (another schema, a partial image, a missing key column, not a RowChange); the
+ *            Python fold takes that one and raises what is wrong with it.
+ * columns    turns a chunk of a piece's (key, held) items into one list per column plus the
+ *            action column, when every held value is a bare tuple of the lake columns or a delete;
+ *            otherwise it returns None and staged_rows() does the chunk.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#define PLAN_NAME "airflow_provider_binlog.lake._fold.ChangePlan"
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* where a RowChange keeps op, before, after and table_schema */
+typedef struct {
+    PyTypeObject *cls;
+    Py_ssize_t off[4];
+} ChangePlan;
+
+enum { OP, BEFORE, AFTER, SCHEMA };
+
+static void plan_free(PyObject *capsule) {
+    ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(capsule, PLAN_NAME);
+    if (p != NULL) {
+        Py_XDECREF(p->cls);
+        PyMem_Free(p);
+    }
+}
+
+/* change_plan(cls, (op, before, after, table_schema)): the slot offsets of those four names */
+static PyObject *change_plan(PyObject *mod, PyObject *args) {
+    PyObject *cls, *names;
+    if (!PyArg_ParseTuple(args, "O!O!:change_plan", &PyType_Type, &cls, &PyTuple_Type, &names)) return NULL;
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (PyTuple_GET_SIZE(names) != 4 || type->tp_dictoffset != 0 || type->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "change_plan: four slot names of a class without __dict__");
+        return NULL;
+    }
+    ChangePlan *p = PyMem_Malloc(sizeof(ChangePlan));
+    if (p == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t j = 0; j < 4; j++) {
+        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, j)); /* the member descriptor */
+        PyErr_Clear();
+        PyMemberDef *m = NULL;
+        if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyDescrObject *)d)->d_type == type)
+            m = ((PyMemberDescrObject *)d)->d_member; /* lives as long as cls */
+        Py_XDECREF(d);
+        if (m == NULL || m->type != T_OBJECT_EX || m->offset < (Py_ssize_t)sizeof(PyObject) ||
+            m->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
+            PyMem_Free(p);
+            PyErr_SetString(PyExc_ValueError, "change_plan: a name is not an object slot of cls");
+            return NULL;
+        }
+        p->off[j] = m->offset;
+    }
+    Py_INCREF(cls);
+    p->cls = type;
+    PyObject *capsule = PyCapsule_New(p, PLAN_NAME, plan_free);
+    if (capsule == NULL) {
+        Py_DECREF(cls);
+        PyMem_Free(p);
+    }
+    return capsule;
+}
+
+/* The key of a row image (dict): the value of keys[0], or the tuple of the values of keys.
+ * NULL without an exception when a key column is missing; NULL with one on an error. */
+static PyObject *key_of(PyObject *image, PyObject *keys) {
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    if (n == 1) {
+        PyObject *v = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(keys, 0));
+        return v == NULL ? NULL : Py_NewRef(v);
+    }
+    PyObject *key = PyTuple_New(n);
+    if (key == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(keys, k));
+        if (v == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(key, k, Py_NewRef(v));
+    }
+    return key;
+}
+
+/* The values of a dict, in its order, as a tuple of n (the caller checked its size). */
+static PyObject *values_of(PyObject *image, Py_ssize_t n) {
+    PyObject *out = PyTuple_New(n), *k, *v;
+    if (out == NULL) return NULL;
+    Py_ssize_t pos = 0, i = 0;
+    while (i < n && PyDict_Next(image, &pos, &k, &v)) PyTuple_SET_ITEM(out, i++, Py_NewRef(v));
+    return out;
+}
+
+/* fold_run(plan, state, changes, start, keys, schema, width, (insert, update, delete), existing)
+ *   -> (stop, inserts, updates, deletes, existing)
+ * changes[start:stop] folded into state (dict); changes[stop] is the first one not taken. */
+static PyObject *fold_run(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyDict_CheckExact(args[1]) || !PyList_Check(args[2]) || !PyTuple_Check(args[4]) ||
+        PyTuple_GET_SIZE(args[4]) < 1 || !PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fold_run(plan, state, changes, start, keys, schema, width, (insert, update, delete), "
+                        "existing)");
+        return NULL;
+    }
+    ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(args[0], PLAN_NAME);
+    if (p == NULL) return NULL;
+    PyObject *state = args[1], *changes = args[2], *keys = args[4], *schema = args[5];
+    Py_ssize_t start = PyLong_AsSsize_t(args[3]), width = PyLong_AsSsize_t(args[6]);
+    int existing = PyObject_IsTrue(args[8]);
+    if (PyErr_Occurred() || existing < 0) return NULL;
+    PyObject *insert = PyTuple_GET_ITEM(args[7], 0), *update = PyTuple_GET_ITEM(args[7], 1),
+             *delete = PyTuple_GET_ITEM(args[7], 2);
+    Py_ssize_t inserts = 0, updates = 0, deletes = 0, i, n = PyList_GET_SIZE(changes);
+    if (start < 0) start = 0;
+    for (i = start; i < PyList_GET_SIZE(changes) && i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(changes, i);
+        if (!Py_IS_TYPE(c, p->cls)) break;
+        PyObject *op = SLOT(c, p->off[OP]), *before = SLOT(c, p->off[BEFORE]);
+        PyObject *old = NULL, *new = NULL, *values = NULL;
+        if (op == insert || op == update) {
+            PyObject *after = SLOT(c, p->off[AFTER]);
+            if (after == NULL || !PyDict_CheckExact(after) || PyDict_GET_SIZE(after) != width ||
+                SLOT(c, p->off[SCHEMA]) != schema)
+                break;
+            if (op == update && (before == NULL || !PyDict_CheckExact(before))) break;
+            if ((new = key_of(after, keys)) == NULL) goto missing;
+            if (op == update && (old = key_of(before, keys)) == NULL) {
+                Py_DECREF(new);
+                goto missing;
+            }
+            if ((values = values_of(after, width)) == NULL) goto fail;
+        } else if (op == delete) {
+            if (before == NULL || !PyDict_CheckExact(before)) break;
+            if ((old = key_of(before, keys)) == NULL) goto missing;
+        } else {
+            break;
+        }
+        /* taken: nothing above changed the state */
+        if (old != NULL) {
+            if (!existing) {
+                int had = PyDict_Contains(state, old);
+                if (had < 0) goto fail;
+                existing = !had;
+            }
+            int moved = new == NULL ? 1 : PyObject_RichCompareBool(old, new, Py_NE);
+            if (moved < 0 || (moved && PyDict_SetItem(state, old, Py_None) < 0)) goto fail;
+        }
+        if (new != NULL && PyDict_SetItem(state, new, values) < 0) goto fail;
+        if (op == insert)
+            inserts++;
+        else if (op == update)
+            updates++;
+        else
+            deletes++;
+        Py_XDECREF(old);
+        Py_XDECREF(new);
+        Py_XDECREF(values);
+        continue;
+    fail:
+        Py_XDECREF(old);
+        Py_XDECREF(new);
+        Py_XDECREF(values);
+        return NULL;
+    missing:
+        if (PyErr_Occurred()) return NULL;
+        break; /* the Python fold raises MissingKeyError for it */
+    }
+    return Py_BuildValue("nnnnO", i, inserts, updates, deletes, existing ? Py_True : Py_False);
+}
+
+/* columns(items, width, key_positions, upsert, delete) -> [column, ..., actions] or None
+ * items: (key, held) tuples; held a tuple of width values (an upsert) or None (a delete: its key
+ * goes to key_positions, a tuple of column indexes; several are filled from a tuple key). */
+static PyObject *columns(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyList_Check(args[0]) || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) < 1) {
+        PyErr_SetString(PyExc_TypeError, "columns(items, width, key_positions, upsert, delete)");
+        return NULL;
+    }
+    PyObject *items = args[0], *key_positions = args[2], *upsert = args[3], *delete = args[4];
+    Py_ssize_t width = PyLong_AsSsize_t(args[1]), nkeys = PyTuple_GET_SIZE(key_positions);
+    if (width < 0 && PyErr_Occurred()) return NULL;
+    Py_ssize_t *pos = PyMem_Malloc(nkeys * sizeof(Py_ssize_t));
+    if (pos == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        pos[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(key_positions, k));
+        if (pos[k] < 0 || pos[k] >= width) {
+            PyMem_Free(pos);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "columns: a key position out of range");
+            return NULL;
+        }
+    }
+    Py_ssize_t rows = PyList_GET_SIZE(items);
+    PyObject *out = PyList_New(width + 1);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t j = 0; j <= width; j++) {
+        PyObject *col = PyList_New(rows);
+        if (col == NULL) goto fail;
+        PyList_SET_ITEM(out, j, col);
+    }
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) goto other;
+        PyObject *key = PyTuple_GET_ITEM(item, 0), *held = PyTuple_GET_ITEM(item, 1);
+        if (held == Py_None) {
+            if (nkeys > 1 && (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != nkeys)) goto other;
+            for (Py_ssize_t j = 0; j < width; j++) PyList_SET_ITEM(PyList_GET_ITEM(out, j), i, Py_NewRef(Py_None));
+            for (Py_ssize_t k = 0; k < nkeys; k++) {
+                PyObject *col = PyList_GET_ITEM(out, pos[k]);
+                PyObject *v = nkeys == 1 ? key : PyTuple_GET_ITEM(key, k);
+                Py_SETREF(((PyListObject *)col)->ob_item[i], Py_NewRef(v));
+            }
+            PyList_SET_ITEM(PyList_GET_ITEM(out, width), i, Py_NewRef(delete));
+        } else if (PyTuple_CheckExact(held) && PyTuple_GET_SIZE(held) == width) {
+            for (Py_ssize_t j = 0; j < width; j++)
+                PyList_SET_ITEM(PyList_GET_ITEM(out, j), i, Py_NewRef(PyTuple_GET_ITEM(held, j)));
+            PyList_SET_ITEM(PyList_GET_ITEM(out, width), i, Py_NewRef(upsert));
+        } else {
+            goto other;
+        }
+        continue;
+    other: /* not this case: the Python loop takes the chunk (the lists' unset items are NULL) */
+        PyMem_Free(pos);
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    PyMem_Free(pos);
+    return out;
+fail:
+    PyMem_Free(pos);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"change_plan", change_plan, METH_VARARGS,
+     "change_plan(cls, (op, before, after, table_schema)) -> a plan for fold_run: where cls keeps them"},
+    {"fold_run", (PyCFunction)(void (*)(void))fold_run, METH_FASTCALL,
+     "fold_run(plan, state, changes, start, keys, schema, width, ops, existing) -> (stop, inserts, updates, "
+     "deletes, existing)"},
+    {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
+     "columns(items, width, key_positions, upsert, delete) -> one list per column and the actions, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_fold", "C fast path of the fold and of staging a folded piece.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fold(void) { return PyModule_Create(&moduledef); }
