@@ -191,11 +191,21 @@ class ZooKeeperMetaManager(MetaManager):
         if parent:
             self._call(parent, lambda: self.client.ensure_path_async(parent, acl=self.acl))
 
+    def _create(self, path: str, create: Callable[[], object]) -> None:
+        """``create()`` (a create of ``path``); when its parent is missing, make it and create again
+        (one round trip for a node whose parent exists, as a batch's mark's does after the first)."""
+        try:
+            create()
+        except NoNodeError:
+            self._ensure_parent(path)
+            create()
+
     def _write(self, path: str, data: bytes, expected: Version) -> Version:
         if expected is None:
-            self._ensure_parent(path)
             try:
-                self._call(path, lambda: self.client.create_async(path, data, acl=self.acl))
+                self._create(
+                    path, lambda: self._call(path, lambda: self.client.create_async(path, data, acl=self.acl))
+                )
                 return 0
             except NodeExistsError:
                 return self._own_create(path, data)
@@ -295,9 +305,13 @@ class ZooKeeperMetaManager(MetaManager):
         if fence is None:
             return self._write(path, data, expected)
         if expected is None:
-            self._ensure_parent(path)
             try:
-                self._commit(client, path, fence, lambda txn: txn.create(path, data, acl=self.acl))
+                self._create(
+                    path,
+                    lambda: self._commit(
+                        client, path, fence, lambda txn: txn.create(path, data, acl=self.acl)
+                    ),
+                )
                 return 0
             except NodeExistsError:
                 return self._own_create(path, data)
