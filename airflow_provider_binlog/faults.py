@@ -19,12 +19,13 @@ counted per name (for names that have a rule) across every thread of the process
 
 Failpoints in the code: ``drain`` (after a batch was taken from the store), ``before_commit``,
 ``merge_table`` (before each target's MERGE of a commit: later hits leave some targets committed),
-``after_commit`` (the lake holds the chunk, nothing acked yet), ``ack`` (before each batch's ack:
-later hits leave some batches acked), ``after_ack``; ``snapshot_before_load`` and
-``snapshot_after_load`` around each snapshot chunk; ``lake_commit`` before each attempt of an
-Iceberg commit (:func:`..lake.commits.commit`); ``file_written`` when the driver has written a
-data file (and for its own MERGE a deletion vector file) and not committed it yet
-(:func:`..lake.file_append.write_committed`, :func:`..lake.position_delta.merge_file`).
+``after_commit`` (the lake holds the chunk, nothing acked yet), ``ack`` (once per batch of a
+chunk, before its batches are acked together: later hits leave earlier chunks acked),
+``after_ack``; ``snapshot_before_load`` and ``snapshot_after_load`` around each snapshot chunk;
+``lake_commit`` before each attempt of an Iceberg commit (:func:`..lake.commits.commit`);
+``file_written`` when the driver has written a data file (and for its own MERGE a deletion
+vector file) and not committed it yet (:func:`..lake.file_append.write_committed`,
+:func:`..lake.position_delta.merge_file`).
 """
 
 from __future__ import annotations

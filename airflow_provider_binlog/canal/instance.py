@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -394,6 +394,36 @@ class CanalInstance:
             self._cursor = cursor
         self.store.ack(batch_id)
         self.meta.remove_mark(self.identity, batch_id)
+        return cursor
+
+    def ack_many(self, batch_ids: Sequence[int]) -> LogPosition | None:
+        """:meth:`ack` of the oldest outstanding batches ``batch_ids``, in order, as one: the cursor
+        is written once, at the last ack point among them, and their marks are removed together.
+
+        :return: the new cursor, or ``None`` when none of them has an ack point.
+        :raises SessionLostError: the HA session is suspended or lost (nothing is changed).
+        :raises BatchOrderError: they are not the oldest outstanding batches in order (nothing is
+            changed; names the first one that is not and the batch in its place).
+        :raises MetaConflictError: the cursor was moved by someone else (nothing is changed).
+        """
+        if len(batch_ids) <= 1:
+            return self.ack(batch_ids[0]) if batch_ids else None
+        self._check_subscribed()
+        if self.running is not None:
+            self.running.check()
+        batches = self.store.oldest_outstanding_batches(len(batch_ids))
+        for i, batch_id in enumerate(batch_ids):
+            if i >= len(batches) or batches[i].id != batch_id:
+                raise BatchOrderError(batch_id, batches[i].id if i < len(batches) else None)
+        point = next((b.ack_point for b in reversed(batches) if b.ack_point is not None), None)
+        cursor = None
+        if point is not None:  # the cursor first: if the compare-and-set fails, nothing is acked
+            cursor = log_position(point, self.config.source)
+            self._cursor_version = self.meta.set_cursor(self.identity, cursor, self._cursor_version)
+            self._cursor = cursor
+        for batch_id in batch_ids:
+            self.store.ack(batch_id)
+        self.meta.remove_marks(self.identity, batch_ids)
         return cursor
 
     def rollback(self) -> None:

@@ -58,6 +58,7 @@ values), not measured; the estimate is what ``max_bytes`` bounds.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -472,6 +473,11 @@ class EventStore:
         """The batch :meth:`ack` accepts next, or ``None``."""
         with self._lock:
             return next(iter(self._outstanding.values()), None)
+
+    def oldest_outstanding_batches(self, count: int) -> list[Batch]:
+        """The ``count`` batches :meth:`ack` accepts next, in order (fewer when fewer are outstanding)."""
+        with self._lock:
+            return list(itertools.islice(self._outstanding.values(), count))
 
     def rollback(self) -> bool:
         """Forget every outstanding batch and move ``get`` back to ``ack``.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +113,11 @@ class CanalServerConsumer:
         self._outstanding.popleft()
         if ack_point is not None:
             self._cursor = CanalCursor(ack_point.position)
+
+    def ack_many(self, batch_ids: Sequence[int]) -> None:
+        """:meth:`ack` of each (canal's protocol acks one batch per message)."""
+        for batch_id in batch_ids:
+            self.ack(batch_id)
 
     @property
     def done(self) -> bool:

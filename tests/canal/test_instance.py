@@ -428,6 +428,54 @@ def test_ack_refused_after_the_zookeeper_session_is_lost(
         other_zk.close()
 
 
+def test_ack_many_writes_the_cursor_once_and_a_restart_resumes_after_it(
+    mariadb: Any, database: str, workload: BinlogPosition, zk_client: Any
+) -> None:
+    """Three batches acked as one (fenced, in ZooKeeper): one cursor write, at the last ack point
+    among them, and their marks gone; a restart delivers exactly what follows that point."""
+    from airflow_provider_binlog.canal.ha import RunningNode
+    from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
+
+    reference = make(mariadb, database, MemoryMetaManager(), start=StartSpec(position=str(workload)))
+    reference.subscribe(stop_at="head")
+    everything = [e.order_key for e in drain(reference)]
+    reference.close()
+
+    meta = ZooKeeperMetaManager(zk_client)
+    cfg = InstanceConfig(
+        "many", source(mariadb), TableFilter(f"{database}\\..*"), start=StartSpec(str(workload))
+    )
+    inst = CanalInstance(cfg, meta, running=RunningNode(zk_client, cfg.identity, label="first"))
+    inst.subscribe(stop_at="head")
+    batches: list[Any] = []
+    while len(batches) < 4:
+        batch = inst.get_without_ack(4, timeout=5)
+        if batch.id is not None:
+            batches.append(batch)
+    ids = [b.id for b in batches]
+    with pytest.raises(
+        BatchOrderError, match=f"batch {ids[1]} is not the oldest outstanding batch, {ids[0]} is"
+    ):
+        inst.ack_many(ids[1:3])
+    assert inst.store.outstanding == tuple(ids)  # nothing moved
+    path = "/otter/canal/destinations/many/1001/cursor"
+    before = zk_client.exists(path).version
+    cursor = inst.ack_many(ids[:3])
+    assert zk_client.exists(path).version == before + 1  # written once
+    assert cursor is not None and meta.get_cursor(cfg.identity).value == cursor
+    assert list(meta.marks(inst.identity)) == ids[3:] and inst.store.outstanding == tuple(ids[3:])
+    point = next(b.ack_point for b in reversed(batches[:3]) if b.ack_point is not None)
+    inst.close()
+
+    later = CanalInstance(
+        cfg, ZooKeeperMetaManager(zk_client), running=RunningNode(zk_client, cfg.identity, "later")
+    )
+    later.subscribe(stop_at="head")
+    rest = [e.order_key for e in drain(later)]
+    later.close()
+    assert rest == [k for k in everything if k > point.order_key] and len(rest) < len(everything)
+
+
 def test_a_head_start_is_pinned_so_the_next_run_misses_nothing(mariadb: Any, database: str) -> None:
     mariadb.execute(f"CREATE TABLE `{database}`.h (id INT PRIMARY KEY)")
     meta = MemoryMetaManager()

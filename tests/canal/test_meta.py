@@ -122,6 +122,40 @@ def test_marks(manager: MetaManager) -> None:
     assert manager.marks(CLIENT) == {}
 
 
+def test_marks_removed_together(manager: MetaManager, request: pytest.FixtureRequest) -> None:
+    """``remove_marks``: several marks at once; fenced in ZooKeeper, one transaction with the fence's
+    check, and one by one when one of them is gone already; a moved fence removes none."""
+    from airflow_provider_binlog.canal.errors import FencedError
+    from airflow_provider_binlog.canal.meta.base import Fence
+
+    manager.subscribe(CLIENT)
+    for n in range(1, 6):
+        manager.add_mark(CLIENT, n, PositionRange(pos(10 * n), pos(10 * n + 9)))
+    manager.remove_marks(CLIENT, [1, 2])
+    assert list(manager.marks(CLIENT)) == [3, 4, 5]
+    if not isinstance(manager, MemoryMetaManager | FileMetaManager):
+        zk_client = request.getfixturevalue("zk_client")
+        epoch = "/otter/canal/destinations/shop/1001/provider/epoch"
+        zk_client.ensure_path(epoch)
+        version = zk_client.exists(epoch).version
+        fence = type("Held", (), {"fence": lambda self: Fence(epoch, version)})()
+        manager.attach_fence(CLIENT, fence)  # type: ignore[attr-defined]
+        for n in (7, 8, 9):
+            manager.add_mark(CLIENT, n, PositionRange(pos(10 * n), pos(10 * n + 9)))
+        commit, transactions = manager._commit, []  # type: ignore[attr-defined]
+        manager._commit = lambda *args: transactions.append(args[1]) or commit(*args)  # type: ignore[attr-defined]
+        manager.remove_marks(CLIENT, [7, 8, 9])
+        assert len(transactions) == 1 and list(manager.marks(CLIENT)) == [3, 4, 5]
+        manager.remove_mark(CLIENT, 4)  # gone already: the transaction fails, one by one removes the rest
+        manager.remove_marks(CLIENT, [3, 4])
+        assert list(manager.marks(CLIENT)) == [5]
+        manager.add_mark(CLIENT, 6, PositionRange(pos(60), pos(69)))
+        zk_client.set(epoch, b"taken over")  # another holder's acquire
+        with pytest.raises(FencedError):
+            manager.remove_marks(CLIENT, [5, 6])
+        assert list(manager.marks(CLIENT)) == [5, 6]
+
+
 def test_records_and_runs(manager: MetaManager) -> None:
     manager.subscribe(CLIENT)
     manager.record_run(CLIENT, "manual__2026-01-01T00:00:00", start=pos(4), state="running")

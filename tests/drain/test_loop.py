@@ -99,6 +99,10 @@ class FakeInstance:
         self.acked.append(batch_id)
         self.log.add("ack", batch_id)
 
+    def ack_many(self, batch_ids: Sequence[int]) -> None:
+        for batch_id in batch_ids:
+            self.ack(batch_id)
+
     @property
     def done(self) -> bool:
         return not self.queue and not self.outstanding

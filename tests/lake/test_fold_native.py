@@ -21,7 +21,9 @@ from airflow_provider_binlog.lake import collapse, fold_native, statements
 from airflow_provider_binlog.lake.collapse import Piece, delete_count, fold
 from airflow_provider_binlog.lake.errors import LakeError
 
-pytestmark = pytest.mark.skipif(fold_native.NATIVE is None, reason="C fold not built (or BINLOG_CDC_PURE_PYTHON)")
+pytestmark = pytest.mark.skipif(
+    fold_native.NATIVE is None, reason="C fold not built (or BINLOG_CDC_PURE_PYTHON)"
+)
 
 COLUMNS = (ColumnDef("a", T.LONG), ColumnDef("b", T.VARCHAR), ColumnDef("v", T.LONG))
 ONE_KEY = TableSchema("db", "t", COLUMNS, ("a",))
@@ -114,7 +116,9 @@ def test_the_c_fold_holds_what_the_python_fold_holds(seed: int, monkeypatch: pyt
     monkeypatch.setattr(fold_native, "NATIVE", None)
     python = _fold_all(changes, cuts, schema.primary_key)
     assert native == python
-    if isinstance(native[0], list) and len(changes) > 100:  # no error: the C fold took a long stream's changes
+    if (
+        isinstance(native[0], list) and len(changes) > 100
+    ):  # no error: the C fold took a long stream's changes
         assert sum(taken) > 0
 
 
@@ -153,9 +157,13 @@ def test_the_c_staging_columns_equal_the_python_rows(seed: int, monkeypatch: pyt
         fold(piece, _stream(random.Random(seed + 100), schema, 50, 1.0)[:1], "lake.t")
     names = list(schema.column_names)
     monkeypatch.setattr(statements, "DEFAULT_CHUNK_ROWS", 7)
-    native = list(statements.piece_columns(piece.state.items(), names, schema.primary_key, False, None, piece.schema))
+    native = list(
+        statements.piece_columns(piece.state.items(), names, schema.primary_key, False, None, piece.schema)
+    )
     monkeypatch.setattr(fold_native, "NATIVE", None)
-    python = list(statements.piece_columns(piece.state.items(), names, schema.primary_key, False, None, piece.schema))
+    python = list(
+        statements.piece_columns(piece.state.items(), names, schema.primary_key, False, None, piece.schema)
+    )
     assert native == python and sum(len(chunk[-1]) for chunk in native) == len(piece.state)
     assert delete_count(piece.state, False) == sum(chunk[-1].count("D") for chunk in native)
     assert delete_count(piece.state, False) == collapse.staged_actions(piece.state.values()).count("D")

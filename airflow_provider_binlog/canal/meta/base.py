@@ -34,6 +34,7 @@ import contextlib
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -217,6 +218,11 @@ class MetaManager(ABC):
 
     def remove_mark(self, client: ClientIdentity, batch_id: int) -> None:
         self._fenced_delete(client, self._mark_path(client, batch_id))
+
+    def remove_marks(self, client: ClientIdentity, batch_ids: Sequence[int]) -> None:
+        """:meth:`remove_mark` of each (a back end that can removes them in one operation)."""
+        for batch_id in batch_ids:
+            self.remove_mark(client, batch_id)
 
     def marks(self, client: ClientIdentity) -> dict[int, PositionRange]:
         """Batches recorded as in flight, by id, oldest first."""

@@ -53,6 +53,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.interfaces import IAsyncResult
@@ -289,9 +290,12 @@ class ZooKeeperMetaManager(MetaManager):
             op(txn)
             return txn.commit_async()
 
-        checked, result = self._call(path, start, fence)
+        checked, *results = self._call(path, start, fence)
         if isinstance(checked, (BadVersionError, NoNodeError)):
             raise FencedError(self._fenced_message(path, fence), client.destination)
+        # the ops before a failed one are rolled back, the ones after it not run: raise its error
+        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        result = failed[0] if failed else results[0]
         if isinstance(result, NoAuthError):
             raise MetaAuthError(_refused(path))
         if isinstance(result, (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError)):
@@ -322,6 +326,24 @@ class ZooKeeperMetaManager(MetaManager):
             return self._own_set(path, data, expected)
         except NoNodeError:
             raise MetaConflictError(f"{path} was deleted (expected version {expected})") from None
+
+    def remove_marks(self, client: ClientIdentity, batch_ids: Sequence[int]) -> None:
+        """The marks removed in one transaction with the fence's check (one by one when unfenced,
+        or when one of them is gone already)."""
+        fence = self._fence(client)
+        if fence is None or len(batch_ids) < 2:
+            super().remove_marks(client, batch_ids)
+            return
+        paths = [self._mark_path(client, batch_id) for batch_id in batch_ids]
+
+        def delete_all(txn: Any) -> None:
+            for path in paths:
+                txn.delete(path)
+
+        try:
+            self._commit(client, paths[0], fence, delete_all)
+        except NoNodeError:  # our own delete, retried after its reply was lost, or removed elsewhere
+            super().remove_marks(client, batch_ids)
 
     def _fenced_delete(self, client: ClientIdentity, path: str, expected: Version = ...) -> None:
         fence = self._fence(client)
