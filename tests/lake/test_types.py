@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import os
+import random
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -90,6 +93,13 @@ def test_converters() -> None:
         conv(ColumnDef("c", T.JSON), {"a": [1, decimal.Decimal("2.50"), None, True]})
         == '{"a": [1, 2.50, null, true]}'
     )
+    for doc, text in [
+        ({"a": "é\n", "b": [1.5, -2, None, False]}, '{"a": "é\\n", "b": [1.5, -2, null, false]}'),
+        ({"t": datetime.date(2024, 1, 2)}, '{"t": "2024-01-02"}'),  # a date: the Python writer
+        ([float("nan"), JSON_NULL, b"x"], '[nan, null, "x"]'),
+        ("top", '"top"'),
+    ]:
+        assert conv(ColumnDef("c", T.JSON), doc) == text
     assert conv(ColumnDef("c", T.GEOMETRY), b"\x01\x00\x00\x00WKB") == b"WKB"
     assert (
         conv(ColumnDef("c", T.GEOMETRY), b"\x01\x00\x00\x00WKB", TypeOptions(geometry="mysql"))
@@ -262,3 +272,45 @@ def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.Mo
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [jars.SHADED_JACKSON_NAME, *([local_fs.name] if local_fs else [])]
     )
+
+
+def test_json_text_writes_what_the_python_writer_writes() -> None:
+    """The C encoder's text equals the Python writer's for random documents (with the values it
+    refuses mixed in, so that both paths are taken)."""
+    from airflow_provider_binlog.lake.types import _json_into, _json_text
+
+    rng = random.Random(7)
+    scalars: list[Any] = [
+        "", "plain", "é ünï \u2028 \x00 \" \\ \t", 0, -1, 2**70, 1.5, -0.0, 1e300, 1e-7, True, False, None,
+    ]  # fmt: skip
+    refused: list[Any] = [
+        decimal.Decimal("2.50"),
+        datetime.date(2024, 1, 2),
+        b"\xff",
+        float("inf"),
+        JSON_NULL,
+    ]
+
+    def document(depth: int) -> Any:
+        roll = rng.random()
+        if depth == 0 or roll < 0.4:
+            return rng.choice(refused) if rng.random() < 0.03 else rng.choice(scalars)
+        if roll < 0.7:
+            return {
+                rng.choice(["a", "b", "ключ", 'q"uote']): document(depth - 1)
+                for _ in range(rng.randint(0, 4))
+            }
+        return [document(depth - 1) for _ in range(rng.randint(0, 4))]
+
+    encoded = 0
+    for _ in range(2000):
+        doc = document(4)
+        parts: list[str] = []
+        _json_into(doc, parts)
+        assert _json_text(doc) == "".join(parts), doc
+        try:
+            json.dumps(doc, allow_nan=False)
+            encoded += 1
+        except (TypeError, ValueError):
+            pass
+    assert 0 < encoded < 2000  # both paths were taken
