@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", type=int, default=None, help="rows pre-loaded (default 30%% of --changes)")
     ap.add_argument("--txn", type=int, default=20_000, help="row changes per source transaction")
     ap.add_argument("--stmt", type=int, default=1_000, help="rows per multi-row statement (at most)")
-    ap.add_argument("--batch-size", type=int, default=5_000, help="operator batch_size")
+    ap.add_argument("--batch-size", type=int, default=20_000, help="operator batch_size")
     ap.add_argument("--max-rows", type=int, default=None, help="operator max_rows_per_commit")
     ap.add_argument("--max-mb", type=int, default=None, help="operator max_bytes_per_commit in MiB")
     ap.add_argument(

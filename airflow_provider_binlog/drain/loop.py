@@ -108,13 +108,14 @@ class Merger(Protocol):
 class Limits:
     """How big a chunk grows.
 
-    :param batch_size: entries per batch taken from the store.
+    :param batch_size: entries per batch taken from the store (each batch costs a mark in the
+        meta store and a call of the fold: 20,000 read 1M mixed changes 4-8% faster than 5,000).
     :param max_rows_per_commit: row images a commit holds (one per key a chunk touches).
     :param max_bytes_per_commit: the estimated bytes of those row images.
     :param progress_interval: seconds between progress lines.
     """
 
-    batch_size: int = 5_000
+    batch_size: int = 20_000
     max_rows_per_commit: int = 1_000_000
     max_bytes_per_commit: int = 1024 * 1024 * 1024
     progress_interval: float = 10.0
@@ -132,7 +133,8 @@ def read_ahead(limits: Limits) -> tuple[int, int]:
     """``(entries, estimated bytes)`` the store buffers ahead of the loop once Spark is up (the
     store's whole capacity, :func:`~.run.store_capacity`, is for the batches taken while Spark
     starts, which wait there until it is up): 8 batches, and a sixteenth of
-    ``max_bytes_per_commit`` on top of 16 MiB (with the defaults 40,000 entries and 80 MiB).
+    ``max_bytes_per_commit`` on top of 16 MiB (with the defaults 160,000 entries and 80 MiB: the
+    bytes bound it first).
 
     The loop folds as it reads, and the parser thread and the loop share one interpreter, so a
     store read further ahead holds a chunk's worth of parsed changes more in memory and reads no

@@ -145,7 +145,7 @@ class BinlogToSparkOperator(BaseOperator):
         stop_at: Any = "head",
         columns: str | None = None,
         exclude: str | Sequence[str] | None = None,
-        batch_size: int = 5_000,
+        batch_size: int = 20_000,
         max_rows_per_commit: int = 1_000_000,
         max_bytes_per_commit: int = 1024 * 1024 * 1024,
         running_timeout: float = 60.0,
