@@ -1,10 +1,11 @@
 """Folding ordered row changes as they arrive: the last change per key, with key changes split in two.
 
-Pure Python (no Spark). A :class:`Piece` holds the row changes of one target between TRUNCATEs,
-already reduced to one action per key, so a chunk's memory follows the keys it touches, not the
-changes it read: per key the after image of an upsert, or a delete (the key is all a delete
-needs); an update that changes the key yields a delete of the old key and an upsert of the new
-one. Folding a run of changes in one call or in several gives the same piece.
+No Spark; the common case folds in C (:mod:`.fold_native`), to the same piece as in Python. A
+:class:`Piece` holds the row changes of one target between TRUNCATEs, already reduced to one
+action per key, so a chunk's memory follows the keys it touches, not the changes it read: per key
+the after image of an upsert, or a delete (the key is all a delete needs); an update that changes
+the key yields a delete of the old key and an upsert of the new one. Folding a run of changes in
+one call or in several gives the same piece.
 
 An after image is kept as the tuple of its values in the order of ``schema.columns`` when it holds
 exactly those columns in that order (a full image, as the decoder makes it): a tuple takes a fifth
