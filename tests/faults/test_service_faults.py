@@ -255,15 +255,18 @@ def test_binlog_rotations_inside_a_transaction_heavy_stretch(
     shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
 ) -> None:  # fmt: skip
     """FLUSH BINARY LOGS every 50 ms while a writer commits multi-statement transactions (600
-    statements/s) and the operator drains concurrently across the new files; after the writer
-    stops one more run is exact."""
+    statements/s) and the operator drains concurrently across the new files; the stretch goes on
+    after that run until it made 20 rotations and 500 statements (however fast the run was); after
+    the writer stops one more run is exact."""
     files_before = len(mariadb.execute("SHOW BINARY LOGS"))
     writer = RateWriter(mariadb, rate=600, seed=77).start()
     stop = threading.Event()
+    rotated = [0]
 
     def rotate() -> None:
         while not stop.wait(0.05):
             mariadb.execute("FLUSH BINARY LOGS")
+            rotated[0] += 1
 
     rotator = threading.Thread(target=rotate, daemon=True)
     rotator.start()
@@ -272,6 +275,9 @@ def test_binlog_rotations_inside_a_transaction_heavy_stretch(
         run = Run(shop, spark_warehouse, _namespace("rotate"), max_rows_per_commit=1000, batch_size=200)
         result = run.first()
         assert isinstance(result, dict), f"{type(result).__name__}: {result}"
+        deadline = time.monotonic() + 60
+        while (rotated[0] < 20 or writer.written < 500) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         stop.set()
         rotator.join(30)
