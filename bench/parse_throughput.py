@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=200_000, help="inserted rows (updates: half as many)")
     ap.add_argument("--repeat", type=int, default=1, help="passes per mode (best is kept)")
     ap.add_argument("--modes", default="ours,instance,base", help="comma-separated: ours, instance, base")
-    ap.add_argument("--batch", type=int, default=5000, help="the instance's get_without_ack batch size")
+    ap.add_argument(
+        "--batch", type=int, default=20_000, help="the instance's get_without_ack batch size (the drain's)"
+    )
     ap.add_argument(
         "--product",
         action="append",
