@@ -45,7 +45,7 @@ setup_python() {
         "$PY" -m venv "$VENV"
     fi
     local stamp
-    stamp=$(cat pyproject.toml setup.py airflow_provider_binlog/binlog/_rowdecode.c airflow_provider_binlog/lake/_fold.c | sha256sum | cut -d' ' -f1)
+    stamp=$(cat pyproject.toml setup.py airflow_provider_binlog/binlog/_rowdecode.c airflow_provider_binlog/lake/_fold.c airflow_provider_binlog/_slots.h | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
         log "installing airflow-provider-binlog[dev] into $VENV (first time: a few minutes)"
         "$VENV/bin/pip" install -q --upgrade pip

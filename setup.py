@@ -39,12 +39,13 @@ class BuildPyWithProtos(build_py):
             _generate(Path(self.build_lib) / _PB)
 
 
+_SLOTS_H = "airflow_provider_binlog/_slots.h"  # shared by both extensions
 _C_FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
 setup(
     cmdclass={"build_py": BuildPyWithProtos},
     ext_modules=[
-        Extension(name, [source], optional=True, extra_compile_args=_C_FLAGS)
+        Extension(name, [source], depends=[_SLOTS_H], optional=True, extra_compile_args=_C_FLAGS)
         for name, source in (
             ("airflow_provider_binlog.binlog._rowdecode", "airflow_provider_binlog/binlog/_rowdecode.c"),
             ("airflow_provider_binlog.lake._fold", "airflow_provider_binlog/lake/_fold.c"),

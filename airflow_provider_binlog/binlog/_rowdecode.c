@@ -628,7 +628,7 @@ static PyObject *decode_pairs(PyObject *mod, PyObject *const *args, Py_ssize_t n
  * it). Each row otherwise added two tracked objects to every young collection, and the store's
  * thousands of buffered changes to the older ones: ~25% of the parser thread's CPU.
  */
-#include <structmember.h>
+#include "../_slots.h"
 
 #define RECORD_PLAN "_rowdecode.RecordPlan"
 
@@ -661,30 +661,19 @@ static PyObject *record_plan(PyObject *mod, PyObject *args) {
     p->cls = NULL;
     p->n = n;
     for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, j)); /* the descriptor itself */
-        PyErr_Clear();
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyDescrObject *)d)->d_type != type) {
-            Py_XDECREF(d);
+        Py_ssize_t offset = slot_offset(type, PyTuple_GET_ITEM(names, j));
+        if (offset < 0) {
             PyMem_Free(p);
-            PyErr_SetString(PyExc_ValueError, "record_plan: a name is not a slot of cls");
-            return NULL;
-        }
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member; /* lives as long as cls */
-        Py_DECREF(d);
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY) || m->offset < (Py_ssize_t)sizeof(PyObject) ||
-            m->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
-            PyMem_Free(p);
-            PyErr_SetString(PyExc_ValueError, "record_plan: a slot is not a writable object slot");
             return NULL;
         }
         for (Py_ssize_t k = 0; k < j; k++) {
-            if (p->off[k] == m->offset) {
+            if (p->off[k] == offset) {
                 PyMem_Free(p);
                 PyErr_SetString(PyExc_ValueError, "record_plan: a slot is named twice");
                 return NULL;
             }
         }
-        p->off[j] = m->offset;
+        p->off[j] = offset;
     }
     Py_INCREF(cls);
     p->cls = type;

@@ -57,15 +57,22 @@ _BLOBS = (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.GEOMETRY)
 _READERS = (T.TIME, T.DATETIME, T.TIMESTAMP, T.JSON, T.VECTOR, T.DECIMAL)
 
 
-def load() -> Any:
-    """The ``_rowdecode`` module, or ``None`` when it is not built or ``BINLOG_CDC_PURE_PYTHON`` is set."""
+def c_extension(name: str) -> Any:
+    """The C extension module ``name``, or ``None`` when it is not built or
+    ``BINLOG_CDC_PURE_PYTHON`` is set (the C row decoder's and the C fold's switch)."""
     if os.environ.get("BINLOG_CDC_PURE_PYTHON", "").strip() not in ("", "0"):
         return None
     try:
-        mod = importlib.import_module("airflow_provider_binlog.binlog._rowdecode")
+        return importlib.import_module(name)
     except ImportError:
         return None
-    mod.setup(Decimal)
+
+
+def load() -> Any:
+    """The ``_rowdecode`` module, or ``None`` (see :func:`c_extension`)."""
+    mod = c_extension("airflow_provider_binlog.binlog._rowdecode")
+    if mod is not None:
+        mod.setup(Decimal)
     return mod
 
 

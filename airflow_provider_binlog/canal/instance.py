@@ -380,21 +380,7 @@ class CanalInstance:
         :raises BatchOrderError: not the oldest outstanding batch (names both ids).
         :raises MetaConflictError: the cursor was moved by someone else.
         """
-        self._check_subscribed()
-        if self.running is not None:
-            self.running.check()
-        oldest = self.store.oldest_outstanding()
-        if oldest is None or oldest.id != batch_id:
-            raise BatchOrderError(batch_id, oldest.id if oldest is not None else None)
-        cursor = None
-        if oldest.ack_point is not None:
-            # the cursor first: if the compare-and-set fails, the batch stays outstanding
-            cursor = log_position(oldest.ack_point, self.config.source)
-            self._cursor_version = self.meta.set_cursor(self.identity, cursor, self._cursor_version)
-            self._cursor = cursor
-        self.store.ack(batch_id)
-        self.meta.remove_mark(self.identity, batch_id)
-        return cursor
+        return self.ack_many((batch_id,))
 
     def ack_many(self, batch_ids: Sequence[int]) -> LogPosition | None:
         """:meth:`ack` of the oldest outstanding batches ``batch_ids``, in order, as one: the cursor
@@ -406,8 +392,8 @@ class CanalInstance:
             changed; names the first one that is not and the batch in its place).
         :raises MetaConflictError: the cursor was moved by someone else (nothing is changed).
         """
-        if len(batch_ids) <= 1:
-            return self.ack(batch_ids[0]) if batch_ids else None
+        if not batch_ids:
+            return None
         self._check_subscribed()
         if self.running is not None:
             self.running.check()

@@ -469,11 +469,6 @@ class EventStore:
             idx -= 1
         return batch.start_seq + idx + 1
 
-    def oldest_outstanding(self) -> Batch | None:
-        """The batch :meth:`ack` accepts next, or ``None``."""
-        with self._lock:
-            return next(iter(self._outstanding.values()), None)
-
     def oldest_outstanding_batches(self, count: int) -> list[Batch]:
         """The ``count`` batches :meth:`ack` accepts next, in order (fewer when fewer are outstanding)."""
         with self._lock:

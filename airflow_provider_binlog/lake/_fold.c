@@ -14,7 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+#include "../_slots.h"
 
 #define PLAN_NAME "airflow_provider_binlog.lake._fold.ChangePlan"
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
@@ -47,19 +47,10 @@ static PyObject *change_plan(PyObject *mod, PyObject *args) {
     ChangePlan *p = PyMem_Malloc(sizeof(ChangePlan));
     if (p == NULL) return PyErr_NoMemory();
     for (Py_ssize_t j = 0; j < 4; j++) {
-        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, j)); /* the member descriptor */
-        PyErr_Clear();
-        PyMemberDef *m = NULL;
-        if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyDescrObject *)d)->d_type == type)
-            m = ((PyMemberDescrObject *)d)->d_member; /* lives as long as cls */
-        Py_XDECREF(d);
-        if (m == NULL || m->type != T_OBJECT_EX || m->offset < (Py_ssize_t)sizeof(PyObject) ||
-            m->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
+        if ((p->off[j] = slot_offset(type, PyTuple_GET_ITEM(names, j))) < 0) {
             PyMem_Free(p);
-            PyErr_SetString(PyExc_ValueError, "change_plan: a name is not an object slot of cls");
             return NULL;
         }
-        p->off[j] = m->offset;
     }
     Py_INCREF(cls);
     p->cls = type;

@@ -9,10 +9,9 @@ same with or without it (``BINLOG_CDC_PURE_PYTHON=1`` turns it off, as it does t
 
 from __future__ import annotations
 
-import importlib
-import os
 from typing import Any
 
+from airflow_provider_binlog.binlog.values_native import c_extension
 from airflow_provider_binlog.canal.change import Op, RowChange
 
 OPS = (Op.INSERT, Op.UPDATE, Op.DELETE)
@@ -24,11 +23,8 @@ UPSERT, DELETE = "U", "D"
 def load() -> tuple[Any, Any] | None:
     """``(module, plan of RowChange)``, or ``None`` when it is not built or ``BINLOG_CDC_PURE_PYTHON``
     is set."""
-    if os.environ.get("BINLOG_CDC_PURE_PYTHON", "").strip() not in ("", "0"):
-        return None
-    try:
-        mod = importlib.import_module("airflow_provider_binlog.lake._fold")
-    except ImportError:
+    mod = c_extension("airflow_provider_binlog.lake._fold")
+    if mod is None:
         return None
     return mod, mod.change_plan(RowChange, ("op", "before", "after", "table_schema"))
 
