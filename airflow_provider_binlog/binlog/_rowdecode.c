@@ -14,7 +14,9 @@
  * against `end` (never beyond the bytes object).
  *
  * Spec per column: (kind, p1, p2, p3, obj); see the K_* and TXT_* constants below and
- * values._native_spec.
+ * values._native_spec. A plan may keep some columns only (the keep flags: a merge by key needs the
+ * key columns of a before image): the others are read past by their lengths, no value is built,
+ * and their bytes are not checked (the caller's Python twin decodes them all and drops them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -69,6 +71,7 @@ typedef struct {
     PyObject *obj;     /* labels, reader, codec name or charmap (owned) */
     const char *codec; /* UTF-8 of obj for TXT_CODEC (kept alive by obj) */
     Py_ssize_t nlabels;
+    int skip;          /* read past, not kept in the image (Plan's keep flags) */
     /* DECIMAL layout */
     int i_rem, i_full, f_full, f_rem, size;
 } Col;
@@ -77,6 +80,7 @@ typedef struct {
     PyObject_HEAD
     Py_ssize_t ncols;
     Py_ssize_t nullbytes;
+    Py_ssize_t kept; /* columns not skipped */
     PyObject *names; /* tuple of str */
     Col *cols;
 } Plan;
@@ -154,15 +158,19 @@ bad:
 }
 
 static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *names, *specs;
+    PyObject *names, *specs, *keep = Py_None;
     if (kwds && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Plan takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &names, &PyTuple_Type, &specs)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!|O", &PyTuple_Type, &names, &PyTuple_Type, &specs, &keep)) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(names);
     if (PyTuple_GET_SIZE(specs) != n || n == 0) {
         PyErr_SetString(PyExc_ValueError, "names and specs differ in length, or no columns");
+        return NULL;
+    }
+    if (keep != Py_None && (!PyTuple_Check(keep) || PyTuple_GET_SIZE(keep) != n)) {
+        PyErr_SetString(PyExc_ValueError, "keep must be None or a tuple of flags, one per column");
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -182,10 +190,20 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->nullbytes = (n + 7) / 8;
     Py_INCREF(names);
     self->names = names;
+    self->kept = n;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (plan_col(&self->cols[i], PyTuple_GET_ITEM(specs, i)) < 0) {
             Py_DECREF(self);
             return NULL;
+        }
+        if (keep != Py_None) {
+            int truth = PyObject_IsTrue(PyTuple_GET_ITEM(keep, i));
+            if (truth < 0) {
+                Py_DECREF(self);
+                return NULL;
+            }
+            self->cols[i].skip = !truth;
+            self->kept -= !truth;
         }
     }
     return (PyObject *)self;
@@ -194,7 +212,8 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "airflow_provider_binlog.binlog._rowdecode.Plan",
-    .tp_doc = "Plan(names, specs): how to decode row images with one columns-present bitmap.",
+    .tp_doc = "Plan(names, specs[, keep]): how to decode row images with one columns-present bitmap "
+              "(keep: a flag per column, false to read past the column and leave it out of the image).",
     .tp_basicsize = sizeof(Plan),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = Plan_new,
@@ -339,6 +358,46 @@ static void civil(int64_t z, long *y, long *m, long *d) {
     *y = (long)(yy + (*m <= 2));
 }
 
+/* Read past a non-NULL value of a skipped column at *pp: 0, or -1 to bail out. Lengths only, no
+ * value is built (nor its bytes checked: the column is not part of the image). */
+static int skip_value(const Col *c, PyObject *body, const uint8_t *b, Py_ssize_t *pp, Py_ssize_t end) {
+    Py_ssize_t p = *pp, n;
+    switch (c->kind) {
+    case K_NULL: n = 0; break;
+    case K_INT: case K_UINT: case K_BIT: case K_ENUM: case K_SET: n = c->p1; break;
+    case K_FLOAT: n = 4; break;
+    case K_DOUBLE: n = 8; break;
+    case K_YEAR: n = 1; break;
+    case K_DATE: n = 3; break;
+    case K_DATETIME2: n = 5 + c->p1; break;
+    case K_TIMESTAMP2: n = 4 + c->p1; break;
+    case K_TIME2: n = 3 + c->p1; break;
+    case K_DECIMAL: n = c->size; break;
+    case K_STR:
+        if (c->p1 > end - p) return -1;
+        n = (Py_ssize_t)le(b + p, c->p1);
+        p += c->p1;
+        break;
+    default: { /* K_READER: only the reader knows the length */
+        PyObject *pos = PyLong_FromSsize_t(p);
+        if (pos == NULL) return -1;
+        PyObject *res = PyObject_CallFunctionObjArgs(c->obj, body, pos, NULL);
+        Py_DECREF(pos);
+        if (res == NULL) return -1;
+        Py_ssize_t np = -1;
+        if (PyTuple_CheckExact(res) && PyTuple_GET_SIZE(res) == 2)
+            np = PyLong_AsSsize_t(PyTuple_GET_ITEM(res, 1));
+        Py_DECREF(res);
+        if (np < p || np > end) return -1;
+        *pp = np;
+        return 0;
+    }
+    }
+    if (n < 0 || n > end - p) return -1;
+    *pp = p + n;
+    return 0;
+}
+
 /* Decode one row image at *pp; a new dict, or NULL to bail out. */
 static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, Py_ssize_t *pp,
                             Py_ssize_t end) {
@@ -348,7 +407,7 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
     const uint8_t *nulls = b + p;
     p += nb;
 #if PY_VERSION_HEX < 0x030D0000
-    PyObject *row = _PyDict_NewPresized(plan->ncols);
+    PyObject *row = _PyDict_NewPresized(plan->kept);
 #else
     PyObject *row = PyDict_New();
 #endif
@@ -357,6 +416,10 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
     for (Py_ssize_t i = 0; i < plan->ncols; i++) {
         const Col *c = &plan->cols[i];
         PyObject *v;
+        if (c->skip) {
+            if (!(nulls[i >> 3] >> (i & 7) & 1) && skip_value(c, body, b, &p, end) < 0) goto bail;
+            continue;
+        }
         if (nulls[i >> 3] >> (i & 7) & 1) {
             v = Py_NewRef(Py_None);
         } else {

@@ -25,7 +25,10 @@ byte ``0x80 | algorithm << 4 | n``, ``n`` bytes big-endian uncompressed length, 
 inflates them and decodes under the uncompressed code; :func:`decode_rows_body` also accepts them.
 
 Rows decode lazily on first access of :attr:`RowsEvent.rows` (tables a consumer filters out cost
-nothing) and are cached; errors then name the event type and position it was read at.
+nothing) and are cached; errors then name the event type and position it was read at. A consumer
+that needs only some columns of the before images (a merge by key: its key columns) asks
+:meth:`RowsEvent.rows_keeping` for them: the other columns of those images are read past, no value
+is made for them (with ``binlog_row_image=FULL`` they are half of an UPDATE's values).
 """
 
 from __future__ import annotations
@@ -162,30 +165,46 @@ class RowsEvent:
         Keys are column names (``@1``... when unknown); absent columns are absent."""
         rows = self._rows
         if rows is None:
-            try:
-                rows = self._decode_rows()
-            except DecodeError as e:
-                raise e.located(event_type=self._where[0], position=self._where[1]) from None
-            except BinlogCdcError:
-                raise
-            except Exception as e:  # damaged bytes the checks above did not catch: still a decode error
-                raise DecodeError(
-                    f"corrupt row data ({type(e).__name__}: {str(e)[:200]})",
-                    event_type=self._where[0], position=self._where[1],
-                ) from None  # fmt: skip
+            rows = self._located(None)
             object.__setattr__(self, "_rows", rows)
         return rows
 
-    def images(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
-        """Every row as a ``(before, after)`` pair (``None`` where the kind has no such image)."""
-        k = self.kind
-        if k == "update":
-            return list(self.rows)
-        if k == "insert":
-            return [(None, r) for r in self.rows]
-        return [(r, None) for r in self.rows]
+    def rows_keeping(self, before: frozenset[int] | None) -> list[Any]:
+        """:attr:`rows`, but the before images (of updates and deletes) hold only the table's
+        columns whose index is in ``before`` (``None``: :attr:`rows` itself). Not cached. MySQL's
+        partial JSON updates keep whole before images (their after images are applied to them).
+        The columns left out are not decoded, so bytes only they hold raise no error."""
+        if before is None or self._rows is not None or self.type_code == E.PARTIAL_UPDATE_ROWS_EVENT:
+            return self.rows
+        return self._located(before)
 
-    def _decode_rows(self) -> list[Any]:
+    def _located(self, keep: frozenset[int] | None) -> list[Any]:
+        """:meth:`_decode_rows`, its errors naming the event type and position."""
+        try:
+            return self._decode_rows(keep)
+        except DecodeError as e:
+            raise e.located(event_type=self._where[0], position=self._where[1]) from None
+        except BinlogCdcError:
+            raise
+        except Exception as e:  # damaged bytes the checks did not catch: still a decode error
+            raise DecodeError(
+                f"corrupt row data ({type(e).__name__}: {str(e)[:200]})",
+                event_type=self._where[0], position=self._where[1],
+            ) from None  # fmt: skip
+
+    def images(
+        self, before: frozenset[int] | None = None
+    ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        """Every row as a ``(before, after)`` pair (``None`` where the kind has no such image);
+        ``before`` as for :meth:`rows_keeping`."""
+        k, rows = self.kind, self.rows_keeping(before)
+        if k == "update":
+            return list(rows)
+        if k == "insert":
+            return [(None, r) for r in rows]
+        return [(r, None) for r in rows]
+
+    def _decode_rows(self, keep: frozenset[int] | None = None) -> list[Any]:
         body, pos, end = self._body, self._rows_at, len(self._body)
         tm = self.table_map
         if tm is None:
@@ -199,15 +218,19 @@ class RowsEvent:
             )
         dec = tm.row_decoder()
         if self.type_code not in UPDATE_CODES:
-            return dec.decode_rows(body, pos, end, self.columns_present)
+            kept = None if self.type_code in WRITE_CODES else keep  # an insert has no before image
+            return dec.decode_rows(body, pos, end, self.columns_present, kept)
         if self.type_code == E.PARTIAL_UPDATE_ROWS_EVENT:
             return _partial_updates(dec, tm, body, pos, end, self.columns_present, self.columns_present_after)
         present_after = self.columns_present_after or self.columns_present
         before = dec.row_function(self.columns_present)
         after = dec.row_function(present_after)
-        pairs = dec.native_pairs(body, pos, end, self.columns_present, present_after)
+        pairs = dec.native_pairs(body, pos, end, self.columns_present, present_after, keep)
         if pairs is not None:
             return pairs
+        if keep is not None:
+            kept = dec.kept(keep)
+            return [(kept(b), a) for b, a in self._decode_rows()]
         out = []
         try:
             while pos < end:

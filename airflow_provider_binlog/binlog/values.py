@@ -534,7 +534,7 @@ class RowDecoder:
         self.schema = schema
         self.names = schema.column_names
         self._fns: dict[tuple[bytes, bool], Callable[..., Any]] = {}
-        self._plans: dict[bytes, Any] = {}
+        self._plans: dict[tuple[bytes, frozenset[int] | None], Any] = {}
 
     def row_function(self, present: bytes, partial_json: bool = False) -> Callable[..., Any]:
         """The compiled ``decode_row(b, p[, partial]) -> (row, p)`` for a columns-present bitmap."""
@@ -546,31 +546,50 @@ class RowDecoder:
             fn = self._fns[key] = _generate(self.schema, idx, partial_json)
         return fn
 
-    def native_plan(self, present: bytes) -> Any:
+    def native_plan(self, present: bytes, keep: frozenset[int] | None = None) -> Any:
         """The C decoder's plan for a columns-present bitmap, ``None`` when the C decoder is off or
-        cannot take every column. Builds the Python decoder first (its errors come first)."""
+        cannot take every column. Builds the Python decoder first (its errors come first).
+
+        :param keep: the table's column indexes the images keep (``None``: every present column);
+            the others are read past, and no value is made for them.
+        """
         if _native is None:
             return None
-        plan = self._plans.get(present, _NO_PLAN)
+        plan = self._plans.get((present, keep), _NO_PLAN)
         if plan is _NO_PLAN:
             self.row_function(present)
             n = len(self.schema.columns)
             idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
-            plan = self._plans[present] = values_native.plan(
-                _native, self.schema, idx, reader_for, _MYSQL_LATIN1
+            plan = self._plans[(present, keep)] = values_native.plan(
+                _native, self.schema, idx, reader_for, _MYSQL_LATIN1, keep
             )
         return plan
 
-    def native_pairs(self, body: bytes, pos: int, end: int, before: bytes, after: bytes) -> list[Any] | None:
+    def native_pairs(
+        self, body: bytes, pos: int, end: int, before: bytes, after: bytes, keep: frozenset[int] | None = None
+    ) -> list[Any] | None:
         """UPDATE row images in ``body[pos:end]`` as ``(before, after)`` dicts, decoded in C; ``None``
         when the C decoder is off, cannot take the columns or declines the bytes (the caller then
-        decodes in Python, which raises the error if there is one)."""
-        pb = self.native_plan(before)
+        decodes in Python, which raises the error if there is one).
+
+        :param keep: the column indexes the before images keep (``None``: all).
+        """
+        pb = self.native_plan(before, keep)
         pa = self.native_plan(after)
         if pb is None or pa is None:
             return None
         pairs: list[Any] | None = _native.decode_pairs(pb, pa, body, pos, end)
         return pairs
+
+    def kept(self, keep: frozenset[int]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """``image -> image`` with only the columns ``keep`` names (the Python decoder's twin of a
+        C plan's keep flags)."""
+        names = [self.names[i] for i in sorted(keep) if i < len(self.names)]
+
+        def project(row: dict[str, Any]) -> dict[str, Any]:
+            return {n: row[n] for n in names if n in row}
+
+        return project
 
     def _named(self, e: DecodeError) -> DecodeError:
         reason = e.reason
@@ -591,13 +610,20 @@ class RowDecoder:
             raise DecodeError(f"{self.schema.qualified_name}: row image overruns the event")
         return row, p
 
-    def decode_rows(self, body: bytes, pos: int, end: int, present: bytes) -> list[dict[str, Any]]:
-        """Decode consecutive row images in ``body[pos:end]`` (WRITE/DELETE rows)."""
-        plan = self.native_plan(present)
+    def decode_rows(
+        self, body: bytes, pos: int, end: int, present: bytes, keep: frozenset[int] | None = None
+    ) -> list[dict[str, Any]]:
+        """Decode consecutive row images in ``body[pos:end]`` (WRITE/DELETE rows).
+
+        :param keep: the column indexes the images keep (``None``: all).
+        """
+        plan = self.native_plan(present, keep)
         if plan is not None:
             out: list[dict[str, Any]] | None = _native.decode_rows(plan, body, pos, end)
             if out is not None:
                 return out
+        if keep is not None:
+            return list(map(self.kept(keep), self.decode_rows(body, pos, end, present)))
         fn = self.row_function(present)
         rows: list[dict[str, Any]] = []
         append = rows.append

@@ -149,12 +149,19 @@ def plan(
     present: tuple[int, ...],
     reader_for: Callable[[ColumnDef], Any],
     latin1_table: str,
+    keep: frozenset[int] | None = None,
 ) -> Any:
     """The C ``Plan`` for an image of the columns ``present`` (table indexes), or ``None`` when
-    some column has no C twin (or the C decoder refuses its metadata)."""
+    some column has no C twin (or the C decoder refuses its metadata).
+
+    :param keep: the table indexes the image keeps (``None``: all); the others are read past.
+    """
     cols = schema.columns
     try:
         specs = tuple(spec(cols[i], reader_for, latin1_table) for i in present)
-        return native.Plan(tuple(cols[i].name for i in present), specs)
+        names = tuple(cols[i].name for i in present)
+        if keep is None:
+            return native.Plan(names, specs)
+        return native.Plan(names, specs, tuple(i in keep for i in present))
     except (NoPlan, ValueError, TypeError):
         return None

@@ -67,7 +67,7 @@ from airflow_provider_binlog.canal.change import (
     Op,
     TransactionEnd,
 )
-from airflow_provider_binlog.canal.convert import EntryConverter
+from airflow_provider_binlog.canal.convert import BeforeColumns, EntryConverter
 from airflow_provider_binlog.canal.errors import (
     BatchOrderError,
     CanalError,
@@ -109,6 +109,9 @@ class InstanceConfig:
         :class:`~.errors.SourceUnavailableError` naming the source, the last error and the position.
     :param schema_history: keep a schema history (needed with ``binlog_row_metadata=MINIMAL``).
     :param idle_end_interval: seconds after which a filtered-out transaction's end is put anyway.
+    :param before_columns: the columns of each table's before images the consumer needs
+        (:data:`~.convert.BeforeColumns`; ``None``: all). The drain sets it for its run: a merge by
+        key needs the key columns of an update's or a delete's before image, nothing else.
     """
 
     destination: str
@@ -124,6 +127,7 @@ class InstanceConfig:
     reconnect_timeout: float | None = 300.0
     schema_history: bool = True
     idle_end_interval: float = 1.0
+    before_columns: BeforeColumns | None = field(default=None, compare=False, repr=False)
 
     @property
     def identity(self) -> ClientIdentity:
@@ -332,6 +336,7 @@ class CanalInstance:
         converter = EntryConverter(
             cfg.destination, cfg.filter, lambda entries, size: None, self.history,
             idle_end_interval=cfg.idle_end_interval, gtid_position=self._gtid_start,
+            before_columns=cfg.before_columns,
         )  # fmt: skip
         self.reader = BinlogReader(
             cfg.destination, self.client, self.store, cfg.filter, self.history, converter,

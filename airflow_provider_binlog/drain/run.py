@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow_provider_binlog.drain import interval as interval_ends
+from airflow_provider_binlog.drain.before_images import key_columns_only
 from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.observe import Observing, RunObserver
@@ -159,11 +160,13 @@ class Drain:
         report: Report = log_report,
         observer: RunObserver | None = None,
     ) -> None:
-        # the run's reconnect bound is its instance's (not subscribed yet: the reader reads it at start)
+        # the run's reconnect bound is its instance's (not subscribed yet: the reader reads it at
+        # start), and of the before images it decodes the key columns alone (.before_images)
         instance.config = replace(
             instance.config,
             reconnect_timeout=settings.reconnect_timeout,
             reconnect_attempts=settings.reconnect_attempts,
+            before_columns=key_columns_only(routes.target_for, target_options),
         )
         self.instance = instance
         self.routes = routes

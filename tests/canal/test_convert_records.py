@@ -45,7 +45,7 @@ def _body(kind: str) -> Any:
     tm = SimpleNamespace(schema="db", table="t", table_schema=SCHEMA)
     return SimpleNamespace(
         table_map=tm, kind="insert" if kind == "empty" else kind, rows=ROWS[kind], rows_bytes=100,
-        images=lambda: [],
+        rows_keeping=lambda keep: ROWS[kind], images=lambda keep=None: [],
     )  # fmt: skip
 
 
