@@ -45,7 +45,7 @@ setup_python() {
         "$PY" -m venv "$VENV"
     fi
     local stamp
-    stamp=$(cat pyproject.toml setup.py airflow_provider_binlog/binlog/_rowdecode.c airflow_provider_binlog/lake/_fold.c airflow_provider_binlog/_slots.h | sha256sum | cut -d' ' -f1)
+    stamp=$(cat pyproject.toml setup.py airflow_provider_binlog/binlog/_rowdecode.c airflow_provider_binlog/lake/_fold.c airflow_provider_binlog/lake/_columns.c airflow_provider_binlog/_slots.h | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
         log "installing airflow-provider-binlog[dev] into $VENV (first time: a few minutes)"
         "$VENV/bin/pip" install -q --upgrade pip
@@ -56,6 +56,8 @@ setup_python() {
         || log "warning: the C row decoder did not build; row images decode in Python (slower)"
     "$VENV/bin/python" -c 'from airflow_provider_binlog.lake import _fold' 2>/dev/null \
         || log "warning: the C fold did not build; changes fold in Python (slower)"
+    "$VENV/bin/python" -c 'from airflow_provider_binlog.lake import _columns' 2>/dev/null \
+        || log "warning: the C column builder did not build; pyarrow converts staged values (slower)"
 }
 
 setup_jars() {

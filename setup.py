@@ -1,5 +1,5 @@
-"""Build script for the optional C row decoder and canal's protobuf modules (everything else is in
-pyproject.toml).
+"""Build script for the optional C extensions (row decoder, fold, staged columns) and canal's protobuf
+modules (everything else is in pyproject.toml).
 
 ``optional=True``: a machine without a C compiler or Python headers still installs the package;
 the build prints a warning and :mod:`airflow_provider_binlog.binlog.values` decodes in Python.
@@ -39,7 +39,7 @@ class BuildPyWithProtos(build_py):
             _generate(Path(self.build_lib) / _PB)
 
 
-_SLOTS_H = "airflow_provider_binlog/_slots.h"  # shared by both extensions
+_SLOTS_H = "airflow_provider_binlog/_slots.h"  # shared by the row decoder and the fold
 _C_FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
 setup(
@@ -49,6 +49,7 @@ setup(
         for name, source in (
             ("airflow_provider_binlog.binlog._rowdecode", "airflow_provider_binlog/binlog/_rowdecode.c"),
             ("airflow_provider_binlog.lake._fold", "airflow_provider_binlog/lake/_fold.c"),
+            ("airflow_provider_binlog.lake._columns", "airflow_provider_binlog/lake/_columns.c"),
         )
     ],
 )

@@ -54,6 +54,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.errors import ConfigurationError
+from airflow_provider_binlog.lake import arrow_native
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.sql import parse_name
 from airflow_provider_binlog.lake.sql import quote as quote_ident
@@ -112,6 +113,10 @@ _ARROW_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
 
 def _array(lake_type: LakeType, values: list[Any]) -> pa.Array:
     conv = lake_type.convert
+    if conv is None or lake_type.arrow_native:  # the values as they are: in C when it takes them
+        built = arrow_native.array(lake_type.arrow, values)
+        if built is not None:
+            return built
     if conv is not None and lake_type.arrow_native:
         with contextlib.suppress(*_ARROW_ERRORS):
             return pa.array(values, type=lake_type.arrow)
