@@ -234,8 +234,8 @@ class OnlineCopies:
             kind = type(e)
             if (kind is RowChange and e.table[:1] == "_") or kind is DdlEntry:  # type: ignore[union-attr,index]
                 break
-        else:
-            return list(entries)
+        else:  # as it is (nothing changes a batch's list; a copy cost a pass over cold entries)
+            return entries if type(entries) is list else list(entries)
         copies: list[Entry] = []
         out: list[Entry] = []
         base_of = self.base_of
