@@ -197,12 +197,7 @@ class RowsEvent:
     ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
         """Every row as a ``(before, after)`` pair (``None`` where the kind has no such image);
         ``before`` as for :meth:`rows_keeping`."""
-        k, rows = self.kind, self.rows_keeping(before)
-        if k == "update":
-            return list(rows)
-        if k == "insert":
-            return [(None, r) for r in rows]
-        return [(r, None) for r in rows]
+        return image_pairs(self.kind, self.rows_keeping(before))
 
     def _decode_rows(self, keep: frozenset[int] | None = None) -> list[Any]:
         body, pos, end = self._body, self._rows_at, len(self._body)
@@ -245,6 +240,15 @@ class RowsEvent:
         if pos != end:
             raise DecodeError(f"{tm.schema}.{tm.table}: row images end at {pos}, event at {end}")
         return out
+
+
+def image_pairs(kind: str, rows: list[Any]) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    """A rows event's ``rows`` (of ``kind``) as ``(before, after)`` pairs."""
+    if kind == "update":
+        return list(rows)
+    if kind == "insert":
+        return [(None, r) for r in rows]
+    return [(r, None) for r in rows]
 
 
 def _partial_updates(

@@ -97,7 +97,7 @@ from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, Mariadb
 from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
-from airflow_provider_binlog.binlog.rows import RowsEvent
+from airflow_provider_binlog.binlog.rows import RowsEvent, image_pairs
 from airflow_provider_binlog.canal.change import (
     DdlEntry,
     DdlKind,
@@ -679,7 +679,7 @@ class EntryConverter:
                     dest, schema, table, op, project(schema, table, b, pk), project(schema, table, a, pk),
                     pk, pos, end, gtid, timestamp, _new_key(OrderKey, (fn, ep, pidx, i)), ts,
                 )
-                for i, (b, a) in enumerate(body.images(known[3]))
+                for i, (b, a) in enumerate(image_pairs(kind, rows))
             ]  # fmt: skip
         elif _records is not None:
             template = (dest, schema, table, op, None, None, pk, pos, end, gtid, timestamp, None, ts)

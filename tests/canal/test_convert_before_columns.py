@@ -19,11 +19,10 @@ from airflow_provider_binlog.canal.filter import TableFilter
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "binlog" / "mysql-enum-string-set.000001"
 
 
-def convert(before_columns: BeforeColumns | None) -> list[Entry]:
+def convert(before_columns: BeforeColumns | None, exclude_columns: str = "") -> list[Entry]:
     out: list[Entry] = []
-    conv = EntryConverter(
-        "d", TableFilter(include="mysql\\.t"), lambda e, size: out.extend(e), before_columns=before_columns
-    )
+    flt = TableFilter(include="mysql\\.t", exclude_columns=exclude_columns)
+    conv = EntryConverter("d", flt, lambda e, size: out.extend(e), before_columns=before_columns)
     for event in read_binlog_file(FIXTURE):
         conv.handle(event)
     return out
@@ -72,3 +71,14 @@ def test_a_column_the_table_lacks_or_no_answer_keeps_whole_images(decoder: str) 
     whole = rows(convert(None))
     for policy in (lambda s, t, ts: ("f1", "nope"), lambda s, t, ts: None, lambda s, t, ts: ()):
         assert rows(convert(policy)) == whole
+
+
+def test_with_column_rules_the_rules_and_the_named_columns_both_cut(decoder: str) -> None:
+    """A table with column rules: its images lose the excluded columns, and its before images keep
+    only the named ones among the rest."""
+    whole = rows(convert(None, exclude_columns="mysql.t:f2"))
+    kept = rows(convert(lambda s, t, ts: ("f1", "f3"), exclude_columns="mysql.t:f2"))
+    assert any(w.before for w in whole) and all("f2" not in (w.after or w.before or {}) for w in whole)
+    for w, k in zip(whole, kept, strict=True):
+        assert k.after == w.after
+        assert k.before == (None if w.before is None else {"f1": w.before["f1"], "f3": w.before["f3"]})
