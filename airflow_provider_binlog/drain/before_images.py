@@ -41,18 +41,22 @@ def key_columns_only(
     :param target_for: ``(schema, table) -> target or None`` (the routes).
     :param target_options: the run's options, for all targets or per target.
     """
-    from airflow_provider_binlog.drain.snapshot import target_options_for
+    from airflow_provider_binlog.lake.options import options_for
+    from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 
     def before_columns(schema: str, table: str, table_schema: TableSchema) -> Sequence[str] | None:
         if table.startswith("_"):
             return None
-        target = target_for(schema, table)
-        if target is None:
+        try:
+            target = target_for(schema, table)
+            if target is None:
+                return None
+            parts = parse_name(target)  # as the merger routes it (lake/routes.py:TargetRoutes.add)
+            opts = options_for(target_options, quote_parts(parts), parts)
+        except Exception:  # a name the merger refuses: whole images, and the merger says what is wrong
             return None
-        opts = target_options_for(target_options, target)
-        if opts is not None and opts.append_only:
+        if opts.append_only:
             return None
-        keys = (opts.key_columns if opts is not None else ()) or table_schema.primary_key
-        return tuple(keys) or None
+        return tuple(opts.key_columns or table_schema.primary_key) or None
 
     return before_columns

@@ -46,6 +46,7 @@ from airflow_provider_binlog.lake.options import (
     TableCounts,
     TargetOptions,
     WriteMode,
+    options_for,
 )
 from airflow_provider_binlog.lake.pending import Pending
 from airflow_provider_binlog.lake.routes import Resolver, TargetRoutes
@@ -167,16 +168,7 @@ class ChangeMerger:
         return found
 
     def _options_for(self, target: str) -> TargetOptions:
-        opts = self._options
-        if opts is None:
-            return TargetOptions()
-        if isinstance(opts, TargetOptions):
-            return opts
-        parts = self._routes.parts.get(target)
-        for key, value in opts.items():
-            if parse_name(key) == parts or key == target:
-                return value
-        return TargetOptions()
+        return options_for(self._options, target, self._routes.parts.get(target))
 
     @property
     def held(self) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from airflow_provider_binlog.lake.sql import parse_name
 from airflow_provider_binlog.lake.types import BOOLEAN, STRING, TIMESTAMP, LakeColumn, TypeOptions
 
 OP_COLUMN = "_cdc_op"
@@ -99,6 +100,26 @@ def option_columns(opts: TargetOptions) -> list[LakeColumn]:
     if opts.soft_delete and not opts.append_only:
         meta.append(LakeColumn(DELETED_COLUMN, BOOLEAN))
     return meta
+
+
+def options_for(
+    options: TargetOptions | Mapping[str, TargetOptions] | None, target: str, parts: tuple[str, ...] | None
+) -> TargetOptions:
+    """The options of one target: ``options`` itself when it is one :class:`TargetOptions`, else the
+    first entry whose key names the target (its name parts are ``parts``, or the key is ``target``,
+    the quoted name, itself), else the defaults. The merger's lookup, and the drain's where it must
+    agree with the merger (:mod:`..drain.before_images`).
+
+    :raises ConfigurationError: a key that is not a table name.
+    """
+    if options is None:
+        return TargetOptions()
+    if isinstance(options, TargetOptions):
+        return options
+    for key, value in options.items():
+        if parse_name(key) == parts or key == target:
+            return value
+    return TargetOptions()
 
 
 @dataclass
