@@ -11,6 +11,12 @@
  * columns    turns a chunk of a piece's (key, held) items into one list per column plus the
  *            action column, when every held value is a bare tuple of the lake columns or a delete;
  *            otherwise it returns None and staged_rows() does the chunk.
+ *
+ * And two per-batch passes of the merger over its entries (lake/routes.py, lake/pending.py):
+ *
+ * sources    groups a batch's entries by source table, in order (the routing's pass);
+ * in_order   whether entries' order keys strictly increase (a batch's target entries almost always
+ *            do: the sort by order key is then skipped).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,13 +25,14 @@
 #define PLAN_NAME "airflow_provider_binlog.lake._fold.ChangePlan"
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
-/* where a RowChange keeps op, before, after and table_schema */
+/* where a RowChange keeps op, before, after, table_schema, schema, table and order_key */
+#define PLAN_SLOTS 7
 typedef struct {
     PyTypeObject *cls;
-    Py_ssize_t off[4];
+    Py_ssize_t off[PLAN_SLOTS];
 } ChangePlan;
 
-enum { OP, BEFORE, AFTER, SCHEMA };
+enum { OP, BEFORE, AFTER, SCHEMA, SOURCE_SCHEMA, SOURCE_TABLE, ORDER_KEY };
 
 static void plan_free(PyObject *capsule) {
     ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(capsule, PLAN_NAME);
@@ -35,18 +42,19 @@ static void plan_free(PyObject *capsule) {
     }
 }
 
-/* change_plan(cls, (op, before, after, table_schema)): the slot offsets of those four names */
+/* change_plan(cls, (op, before, after, table_schema, schema, table, order_key)): the slot offsets
+ * of those seven names */
 static PyObject *change_plan(PyObject *mod, PyObject *args) {
     PyObject *cls, *names;
     if (!PyArg_ParseTuple(args, "O!O!:change_plan", &PyType_Type, &cls, &PyTuple_Type, &names)) return NULL;
     PyTypeObject *type = (PyTypeObject *)cls;
-    if (PyTuple_GET_SIZE(names) != 4 || type->tp_dictoffset != 0 || type->tp_itemsize != 0) {
-        PyErr_SetString(PyExc_ValueError, "change_plan: four slot names of a class without __dict__");
+    if (PyTuple_GET_SIZE(names) != PLAN_SLOTS || type->tp_dictoffset != 0 || type->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "change_plan: seven slot names of a class without __dict__");
         return NULL;
     }
     ChangePlan *p = PyMem_Malloc(sizeof(ChangePlan));
     if (p == NULL) return PyErr_NoMemory();
-    for (Py_ssize_t j = 0; j < 4; j++) {
+    for (Py_ssize_t j = 0; j < PLAN_SLOTS; j++) {
         if ((p->off[j] = slot_offset(type, PyTuple_GET_ITEM(names, j))) < 0) {
             PyMem_Free(p);
             return NULL;
@@ -232,14 +240,146 @@ fail:
     return NULL;
 }
 
+/* sources(plan, entries, ddl_cls) -> [(schema, table, entries of that table, row changes among them)]
+ * Row changes (plan's class) and ddl_cls entries whose table is not None, grouped by (schema, table)
+ * in the order each table first comes, each group in the batch's order; other entries left out. */
+static PyObject *sources(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_Check(args[1]) || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "sources(plan, entries, ddl_cls)");
+        return NULL;
+    }
+    ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(args[0], PLAN_NAME);
+    if (p == NULL) return NULL;
+    PyObject *entries = args[1], *ddl = args[2];
+    PyObject *index = PyDict_New(), *out = PyList_New(0); /* (schema, table) -> position in out */
+    PyObject *last_schema = NULL, *last_table = NULL, *group = NULL; /* borrowed */
+    Py_ssize_t *counts = NULL, ngroups = 0, cap = 0, at = -1;
+    if (index == NULL || out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i), *schema, *table;
+        int row = Py_IS_TYPE(e, p->cls);
+        if (row) {
+            schema = SLOT(e, p->off[SOURCE_SCHEMA]);
+            table = SLOT(e, p->off[SOURCE_TABLE]);
+            if (schema == NULL || table == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "sources: a row change without schema or table");
+                goto fail;
+            }
+        } else if (Py_IS_TYPE(e, (PyTypeObject *)ddl)) {
+            table = PyObject_GetAttrString(e, "table");
+            if (table == NULL) goto fail;
+            Py_DECREF(table); /* kept alive by e */
+            if (table == Py_None) continue;
+            schema = PyObject_GetAttrString(e, "schema");
+            if (schema == NULL) goto fail;
+            Py_DECREF(schema);
+        } else {
+            continue;
+        }
+        if (schema != last_schema || table != last_table) { /* another table than the entry before */
+            PyObject *key = PyTuple_Pack(2, schema, table);
+            if (key == NULL) goto fail;
+            PyObject *found = PyDict_GetItemWithError(index, key);
+            if (found != NULL) {
+                at = PyLong_AsSsize_t(found);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto fail;
+            } else {
+                if (ngroups == cap) {
+                    cap = cap ? 2 * cap : 8;
+                    Py_ssize_t *grown = PyMem_Realloc(counts, cap * sizeof(Py_ssize_t));
+                    if (grown == NULL) {
+                        Py_DECREF(key);
+                        PyErr_NoMemory();
+                        goto fail;
+                    }
+                    counts = grown;
+                }
+                PyObject *list = PyList_New(0), *pos = PyLong_FromSsize_t(ngroups);
+                PyObject *item = list == NULL ? NULL : PyTuple_Pack(3, schema, table, list);
+                int rc = item == NULL || pos == NULL ? -1 : PyDict_SetItem(index, key, pos);
+                if (rc == 0) rc = PyList_Append(out, item);
+                Py_XDECREF(list);
+                Py_XDECREF(pos);
+                Py_XDECREF(item);
+                if (rc < 0) {
+                    Py_DECREF(key);
+                    goto fail;
+                }
+                counts[ngroups] = 0;
+                at = ngroups++;
+            }
+            Py_DECREF(key);
+            last_schema = schema;
+            last_table = table;
+            group = PyTuple_GET_ITEM(PyList_GET_ITEM(out, at), 2);
+        }
+        if (PyList_Append(group, e) < 0) goto fail;
+        counts[at] += row;
+    }
+    /* (schema, table, list) -> (schema, table, list, row changes) */
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(out, g);
+        PyObject *full = Py_BuildValue("OOOn", PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1),
+                                       PyTuple_GET_ITEM(item, 2), counts[g]);
+        if (full == NULL) goto fail;
+        PyList_SetItem(out, g, full); /* steals full, drops item */
+    }
+    PyMem_Free(counts);
+    Py_DECREF(index);
+    return out;
+fail:
+    PyMem_Free(counts);
+    Py_XDECREF(index);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* in_order(plan, entries) -> whether each entry's order_key is less than the next one's */
+static PyObject *in_order(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "in_order(plan, entries)");
+        return NULL;
+    }
+    ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(args[0], PLAN_NAME);
+    if (p == NULL) return NULL;
+    PyObject *entries = args[1], *prev = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i), *key;
+        if (Py_IS_TYPE(e, p->cls) && SLOT(e, p->off[ORDER_KEY]) != NULL) {
+            key = Py_NewRef(SLOT(e, p->off[ORDER_KEY]));
+        } else if ((key = PyObject_GetAttrString(e, "order_key")) == NULL) {
+            Py_XDECREF(prev);
+            return NULL;
+        }
+        if (prev != NULL) {
+            int lt = PyObject_RichCompareBool(prev, key, Py_LT);
+            Py_DECREF(prev);
+            if (lt <= 0) {
+                Py_DECREF(key);
+                if (lt < 0) return NULL;
+                Py_RETURN_FALSE;
+            }
+        }
+        prev = key;
+    }
+    Py_XDECREF(prev);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"change_plan", change_plan, METH_VARARGS,
-     "change_plan(cls, (op, before, after, table_schema)) -> a plan for fold_run: where cls keeps them"},
+     "change_plan(cls, (op, before, after, table_schema, schema, table, order_key)) -> where cls keeps them"},
     {"fold_run", (PyCFunction)(void (*)(void))fold_run, METH_FASTCALL,
      "fold_run(plan, state, changes, start, keys, schema, width, ops, existing) -> (stop, inserts, updates, "
      "deletes, existing)"},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(items, width, key_positions, upsert, delete) -> one list per column and the actions, or None"},
+    {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL,
+     "sources(plan, entries, ddl_cls) -> [(schema, table, entries, row changes)] in the order tables first come"},
+    {"in_order", (PyCFunction)(void (*)(void))in_order, METH_FASTCALL,
+     "in_order(plan, entries) -> whether the entries' order keys strictly increase"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,6 +5,9 @@ without metadata or shard column whose images are held as bare tuples); ``_fold.
 twin of :func:`.collapse.staged_rows` and :func:`.collapse.staged_actions` for a chunk of such a
 piece. Each stops or returns ``None`` where the Python loop must take over, so the results are the
 same with or without it (``BINLOG_CDC_PURE_PYTHON=1`` turns it off, as it does the C row decoder).
+``_fold.sources`` is the twin of :func:`.routes._sources` (a batch's entries grouped by source
+table), and ``_fold.in_order`` tells :meth:`.pending.Pending.add` that a target's entries need no
+sort.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ def load() -> tuple[Any, Any] | None:
     mod = c_extension("airflow_provider_binlog.lake._fold")
     if mod is None:
         return None
-    return mod, mod.change_plan(RowChange, ("op", "before", "after", "table_schema"))
+    slots = ("op", "before", "after", "table_schema", "schema", "table", "order_key")
+    return mod, mod.change_plan(RowChange, slots)
 
 
 NATIVE = load()

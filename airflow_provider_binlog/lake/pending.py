@@ -38,6 +38,7 @@ from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.canal import operations
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
 from airflow_provider_binlog.canal.ddl import parse_ddl
+from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 from airflow_provider_binlog.lake.options import TargetOptions
@@ -47,6 +48,13 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.lake.commits import CommittedMark
 
 _ORDER = attrgetter("order_key")
+
+
+def _in_order(entries: list[Entry]) -> bool:
+    """Whether the entries' order keys strictly increase (in C when the C fold is built; else
+    ``False``: the caller sorts)."""
+    native = fold_native.NATIVE
+    return native is not None and bool(native[0].in_order(native[1], entries))
 
 
 @dataclass(eq=False, slots=True)
@@ -109,7 +117,8 @@ class Pending:
         """
         if not entries or self.error is not None:
             return  # after an error, the commit raises it; nothing folded after it matters
-        entries.sort(key=_ORDER)
+        if not _in_order(entries):  # almost always they are: then no sort (a pass over cold entries)
+            entries.sort(key=_ORDER)
         mark = self.mark
         if mark is not None and mark.covers(entries[0].order_key):  # else none is (they are sorted)
             fresh = [e for e in entries if not mark.covers(e.order_key)]

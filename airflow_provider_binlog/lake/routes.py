@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from airflow_provider_binlog.canal.change import DdlEntry, Entry, RowChange
+from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.sql import name_text, parse_name, quote_parts
-
-_NO_LIST: list[Entry] = []  # a sentinel: "this source was not looked up yet"
 
 Resolver = Callable[[str, str], "str | None"]
 """``(schema, table) -> target or None`` for a source without a route yet."""
@@ -65,38 +64,58 @@ class TargetRoutes:
     def split(
         self, entries: Iterable[Entry], resolve: Resolver | None = None
     ) -> tuple[dict[str, list[Entry]], int]:
-        """Group entries by target (in the order given); return them and how many row changes were
-        routed. Entries of other sources, and entries of no table, are left out.
+        """Group entries by target; return them and how many row changes were routed. Entries of
+        other sources, and entries of no table, are left out. A target's entries are in the order
+        given when they come from one source table; from several, the groups of each source follow
+        each other (the merger sorts a target's entries by order key).
 
         :param resolve: asked once per source without a route; a target it names becomes a route.
         """
-        routes = self.by_source
-        lists: dict[tuple[str, str], list[Entry] | None] = {}  # one route lookup per source and call
         by_target: dict[str, list[Entry]] = {}
         rows = 0
-        for e in entries:
-            if type(e) is RowChange:
-                rows += 1
-                source = (e.schema, e.table)
-            elif type(e) is DdlEntry and e.table is not None:
-                source = (e.schema, e.table)
-            else:
+        for schema, table, group, changes in _sources(entries):
+            target = self._target(schema, table, resolve)
+            if target is None:
                 continue
-            out = lists.get(source, _NO_LIST)
-            if out is _NO_LIST:
-                name = f"{source[0]}.{source[1]}"
-                target = routes.get(name)
-                if target is None and resolve is not None and source not in self._unrouted:
-                    found = resolve(*source)
-                    if found is None:
-                        self._unrouted.add(source)
-                    else:
-                        self.add(name, found)
-                        target = routes[name]
-                out = None if target is None else by_target.setdefault(target, [])
-                lists[source] = out
-            if out is not None:
-                out.append(e)
-            elif type(e) is RowChange:
-                rows -= 1
+            rows += changes
+            held = by_target.get(target)
+            if held is None:
+                by_target[target] = group
+            else:
+                held.extend(group)
         return by_target, rows
+
+    def _target(self, schema: str, table: str, resolve: Resolver | None) -> str | None:
+        """The quoted target of ``schema.table``, asking ``resolve`` once for a source without one."""
+        name = f"{schema}.{table}"
+        target = self.by_source.get(name)
+        source = (schema, table)
+        if target is None and resolve is not None and source not in self._unrouted:
+            found = resolve(schema, table)
+            if found is None:
+                self._unrouted.add(source)
+            else:
+                self.add(name, found)
+                target = self.by_source[name]
+        return target
+
+
+def _sources(entries: Iterable[Entry]) -> list[tuple[str, str, list[Entry], int]]:
+    """``(schema, table, its entries, how many are row changes)`` per source table of the entries, in
+    the order the tables first come (row changes and DDL of a table; other entries left out)."""
+    native = fold_native.NATIVE
+    if native is not None and type(entries) is list:
+        found: list[tuple[str, str, list[Entry], int]] = native[0].sources(native[1], entries, DdlEntry)
+        return found
+    groups: dict[tuple[str, str], list[Entry]] = {}
+    changes: dict[tuple[str, str], int] = {}
+    for e in entries:
+        if type(e) is RowChange:
+            source = (e.schema, e.table)
+            changes[source] = changes.get(source, 0) + 1
+        elif type(e) is DdlEntry and e.table is not None:
+            source = (e.schema, e.table)
+        else:
+            continue
+        groups.setdefault(source, []).append(e)
+    return [(*source, group, changes.get(source, 0)) for source, group in groups.items()]

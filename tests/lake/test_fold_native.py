@@ -16,8 +16,8 @@ import pytest
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake import collapse, fold_native, statements
+from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Op, OrderKey, RowChange, TransactionEnd
+from airflow_provider_binlog.lake import collapse, fold_native, routes, statements
 from airflow_provider_binlog.lake.collapse import Piece, delete_count, fold
 from airflow_provider_binlog.lake.errors import LakeError
 
@@ -167,3 +167,61 @@ def test_the_c_staging_columns_equal_the_python_rows(seed: int, monkeypatch: pyt
     assert native == python and sum(len(chunk[-1]) for chunk in native) == len(piece.state)
     assert delete_count(piece.state, False) == sum(chunk[-1].count("D") for chunk in native)
     assert delete_count(piece.state, False) == collapse.staged_actions(piece.state.values()).count("D")
+
+
+# ------------------------------------------------------------------ a batch's passes: sources, order
+
+
+def _batch(rng: random.Random, n: int) -> list[Any]:
+    """A batch of row changes, DDL (with and without a table) and transaction ends over a few tables,
+    the table names equal but not always the same objects (as the decoder makes them per TABLE_MAP)."""
+    out: list[Any] = []
+    for i in range(n):
+        pos = BinlogPosition("mysql-bin.000001", 4 + 10 * i)
+        key = OrderKey(1, pos.pos, -1, 0)
+        schema, table = rng.choice(["db", "db2"]), rng.choice(["t", "u", "v"])
+        if rng.random() < 0.5:  # the same value, another object
+            schema, table = "".join(list(schema)), "".join(list(table))
+        roll = rng.random()
+        if roll < 0.8:
+            c = _change(i, Op.INSERT, None, {"a": i, "b": "x", "v": i}, ONE_KEY)
+            out.append(
+                dataclasses.replace(c, schema=schema, table=table, order_key=OrderKey(1, pos.pos, -1, 0))
+            )
+        elif roll < 0.9:
+            sql, named = "ALTER TABLE x ADD c INT", rng.choice([table, None])
+            out.append(DdlEntry("dest", schema, named, DdlKind.DDL, sql, pos, pos, None, 0, key))
+        else:
+            out.append(TransactionEnd("dest", pos, pos, None, 0, key))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_c_sources_group_as_the_python_loop(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    entries = _batch(rng, rng.randrange(0, 300))
+    in_c = routes._sources(entries)
+    monkeypatch.setattr(fold_native, "NATIVE", None)
+    in_python = routes._sources(entries)
+    assert [(s, t, [id(e) for e in g], n) for s, t, g, n in in_c] == [
+        (s, t, [id(e) for e in g], n) for s, t, g, n in in_python
+    ]
+    assert sum(n for *_, n in in_c) == sum(type(e) is RowChange for e in entries)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_in_order_is_whether_the_order_keys_strictly_increase(seed: int) -> None:
+    rng = random.Random(seed)
+    entries = [e for e in _batch(rng, rng.randrange(0, 60)) if not isinstance(e, TransactionEnd)]
+    mod, plan = fold_native.NATIVE  # type: ignore[misc]
+    assert mod.in_order(plan, entries) is True  # as the converter emits them
+    if len(entries) > 1:
+        i = rng.randrange(1, len(entries))
+        swapped = [*entries[: i - 1], entries[i], entries[i - 1], *entries[i + 1 :]]
+        assert mod.in_order(plan, swapped) is False
+        tied = [
+            *entries[:i],
+            dataclasses.replace(entries[i], order_key=entries[i - 1].order_key),
+            *entries[i + 1 :],
+        ]
+        assert mod.in_order(plan, tied) is False  # equal keys: sorted, as before
