@@ -227,15 +227,15 @@ class OnlineCopies:
 
     # ---- the screen ------------------------------------------------------------------------------
 
-    def screen(self, entries: Sequence[Entry]) -> list[Entry]:
+    def screen(self, entries: Sequence[Entry]) -> Sequence[Entry]:
         """The batch as the merger is to fold it: copy rows renamed and first, the shadow tables' other
         entries taken out (see the module docstring)."""
         for e in entries:  # the common batch: no DDL, no table named like a shadow (they start with _)
             kind = type(e)
             if (kind is RowChange and e.table[:1] == "_") or kind is DdlEntry:  # type: ignore[union-attr,index]
                 break
-        else:  # as it is (nothing changes a batch's list; a copy cost a pass over cold entries)
-            return entries if type(entries) is list else list(entries)
+        else:  # as it is (a copy cost a pass over cold entries)
+            return entries
         copies: list[Entry] = []
         out: list[Entry] = []
         base_of = self.base_of

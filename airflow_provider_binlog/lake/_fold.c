@@ -244,8 +244,8 @@ fail:
  * Row changes (plan's class) and ddl_cls entries whose table is not None, grouped by (schema, table)
  * in the order each table first comes, each group in the batch's order; other entries left out. */
 static PyObject *sources(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyList_Check(args[1]) || !PyType_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "sources(plan, entries, ddl_cls)");
+    if (nargs != 3 || !(PyList_Check(args[1]) || PyTuple_Check(args[1])) || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "sources(plan, entries: list or tuple, ddl_cls)");
         return NULL;
     }
     ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(args[0], PLAN_NAME);
@@ -255,8 +255,8 @@ static PyObject *sources(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     PyObject *last_schema = NULL, *last_table = NULL, *group = NULL; /* borrowed */
     Py_ssize_t *counts = NULL, ngroups = 0, cap = 0, at = -1;
     if (index == NULL || out == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
-        PyObject *e = PyList_GET_ITEM(entries, i), *schema, *table;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(entries, i), *schema, *table;
         int row = Py_IS_TYPE(e, p->cls);
         if (row) {
             schema = SLOT(e, p->off[SOURCE_SCHEMA]);
@@ -338,15 +338,15 @@ fail:
 
 /* in_order(plan, entries) -> whether each entry's order_key is less than the next one's */
 static PyObject *in_order(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "in_order(plan, entries)");
+    if (nargs != 2 || !(PyList_Check(args[1]) || PyTuple_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "in_order(plan, entries: list or tuple)");
         return NULL;
     }
     ChangePlan *p = (ChangePlan *)PyCapsule_GetPointer(args[0], PLAN_NAME);
     if (p == NULL) return NULL;
     PyObject *entries = args[1], *prev = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
-        PyObject *e = PyList_GET_ITEM(entries, i), *key;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(entries, i), *key;
         if (Py_IS_TYPE(e, p->cls) && SLOT(e, p->off[ORDER_KEY]) != NULL) {
             key = Py_NewRef(SLOT(e, p->off[ORDER_KEY]));
         } else if ((key = PyObject_GetAttrString(e, "order_key")) == NULL) {

@@ -104,7 +104,7 @@ def _sources(entries: Iterable[Entry]) -> list[tuple[str, str, list[Entry], int]
     """``(schema, table, its entries, how many are row changes)`` per source table of the entries, in
     the order the tables first come (row changes and DDL of a table; other entries left out)."""
     native = fold_native.NATIVE
-    if native is not None and type(entries) is list:
+    if native is not None and type(entries) in (list, tuple):  # a batch's entries are a tuple
         found: list[tuple[str, str, list[Entry], int]] = native[0].sources(native[1], entries, DdlEntry)
         return found
     groups: dict[tuple[str, str], list[Entry]] = {}

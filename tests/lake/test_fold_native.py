@@ -201,6 +201,8 @@ def test_the_c_sources_group_as_the_python_loop(seed: int, monkeypatch: pytest.M
     rng = random.Random(seed)
     entries = _batch(rng, rng.randrange(0, 300))
     in_c = routes._sources(entries)
+    as_tuple = routes._sources(tuple(entries))  # a batch's entries, as the store hands them out
+    assert [(s, t, g, n) for s, t, g, n in as_tuple] == [(s, t, g, n) for s, t, g, n in in_c]
     monkeypatch.setattr(fold_native, "NATIVE", None)
     in_python = routes._sources(entries)
     assert [(s, t, [id(e) for e in g], n) for s, t, g, n in in_c] == [
@@ -215,6 +217,7 @@ def test_in_order_is_whether_the_order_keys_strictly_increase(seed: int) -> None
     entries = [e for e in _batch(rng, rng.randrange(0, 60)) if not isinstance(e, TransactionEnd)]
     mod, plan = fold_native.NATIVE  # type: ignore[misc]
     assert mod.in_order(plan, entries) is True  # as the converter emits them
+    assert mod.in_order(plan, tuple(entries)) is True
     if len(entries) > 1:
         i = rng.randrange(1, len(entries))
         swapped = [*entries[: i - 1], entries[i], entries[i - 1], *entries[i + 1 :]]
