@@ -223,9 +223,6 @@ class RowsEvent:
         pairs = dec.native_pairs(body, pos, end, self.columns_present, present_after, keep)
         if pairs is not None:
             return pairs
-        if keep is not None:
-            kept = dec.kept(keep)
-            return [(kept(b), a) for b, a in self._decode_rows()]
         out = []
         try:
             while pos < end:
@@ -239,6 +236,9 @@ class RowsEvent:
             raise dec._named(e) from None
         if pos != end:
             raise DecodeError(f"{tm.schema}.{tm.table}: row images end at {pos}, event at {end}")
+        if keep is not None:  # the C plan's keep flags in Python: decoded whole, then cut
+            kept = dec.kept(keep)
+            return [(kept(b), a) for b, a in out]
         return out
 
 

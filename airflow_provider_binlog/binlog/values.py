@@ -622,8 +622,6 @@ class RowDecoder:
             out: list[dict[str, Any]] | None = _native.decode_rows(plan, body, pos, end)
             if out is not None:
                 return out
-        if keep is not None:
-            return list(map(self.kept(keep), self.decode_rows(body, pos, end, present)))
         fn = self.row_function(present)
         rows: list[dict[str, Any]] = []
         append = rows.append
@@ -638,4 +636,6 @@ class RowDecoder:
             raise self._named(e) from None
         if pos != end:
             raise DecodeError(f"{self.schema.qualified_name}: row images end at {pos}, event at {end}")
+        if keep is not None:  # the C plan's keep flags in Python: decoded whole, then cut
+            return list(map(self.kept(keep), rows))
         return rows
