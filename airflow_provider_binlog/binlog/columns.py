@@ -24,6 +24,8 @@ JSON                          Python object (``dict``/``list``/``str``/``int``/`
                               ``Decimal``/``bool``/``None``); a top-level JSON ``null``
                               document is :data:`JSON_NULL`, so it differs from SQL NULL
 GEOMETRY                      ``bytes``: 4-byte SRID then WKB, as MySQL stores it
+MariaDB UUID, INET6, INET4    ``str``: MariaDB's text form (:mod:`.mariadb_types`), when
+                              :attr:`ColumnDef.plugin_type` names the type; else ``bytes``
 VECTOR                        ``list[float]`` (float32 values)
 ============================  ===============================================================
 
@@ -79,6 +81,9 @@ class ColumnDef:
     :param geometry_type: geometry subtype code, when known.
     :param vector_dimensions: VECTOR dimensionality, when known.
     :param visible: ``False`` for invisible columns.
+    :param plugin_type: MariaDB's ``uuid``, ``inet6`` or ``inet4`` for a column of that type
+        (the TABLE_MAP says ``BINARY(16)``/``BINARY(4)``; the schema history names the type), else
+        ``None`` (see :mod:`.mariadb_types`).
     """
 
     name: str
@@ -97,6 +102,7 @@ class ColumnDef:
     geometry_type: int | None = None
     vector_dimensions: int | None = None
     visible: bool = True
+    plugin_type: str | None = None
 
     @property
     def is_binary(self) -> bool:

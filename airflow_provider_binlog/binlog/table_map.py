@@ -25,7 +25,9 @@ on MariaDB also YEAR).
 When the server writes no column names, signedness or charsets (``binlog_row_metadata`` MINIMAL or
 NO_LOG, MySQL < 8.0, MariaDB < 10.5), :attr:`DecodeContext.schema_resolver` (if set) is asked for
 the table's schema, which is checked against the TABLE_MAP (column count and type families) and
-fills in only what the binlog does not say; a mismatch raises :class:`DecodeError`.
+fills in only what the binlog does not say; a mismatch raises :class:`DecodeError`. On MariaDB a
+complete TABLE_MAP with BINARY(16)/BINARY(4) columns asks it too, only for which of them are
+UUID/INET6/INET4 (:meth:`TableMapEvent.with_plugin_types`).
 
 A decoded TABLE_MAP registers itself in ``ctx.tables[table_id]``, so row events that follow find it.
 Identical TABLE_MAP bodies (the server repeats one per transaction) are decoded once and shared,
@@ -43,6 +45,7 @@ from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef, 
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.errors import DecodeError
 from airflow_provider_binlog.binlog.event import DecodeContext, register
+from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.reader import Reader
 
 T = ColumnType
@@ -277,8 +280,11 @@ class TableMapEvent:
             _CACHE[key] = bare
         event = bare
         resolver = getattr(ctx, "schema_resolver", None)
-        if resolver is not None and bare.needs_resolver():
-            event = bare.with_resolved(resolver(bare))
+        if resolver is not None:
+            if bare.needs_resolver():
+                event = bare.with_resolved(resolver(bare))
+            elif ctx.flavor == "mariadb" and bare.may_hold_plugin_types():
+                event = bare.with_plugin_types(resolver(bare))
         ctx.tables[event.table_id] = event
         return event
 
@@ -295,6 +301,34 @@ class TableMapEvent:
             return True
         has_enum_set = any(c.type in (T.ENUM, T.SET) for c in cols)
         return has_enum_set and (o.enum_str_values is None and o.set_str_values is None)
+
+    def may_hold_plugin_types(self) -> bool:
+        """Whether a column looks like MariaDB's UUID/INET6/INET4 (BINARY(16)/BINARY(4)), which only
+        the schema history can tell from a BINARY column (:mod:`.mariadb_types`)."""
+        return any(_plugin_shaped(c, None) for c in self.table_schema.columns)
+
+    def with_plugin_types(self, resolved: TableSchema | None) -> TableMapEvent:
+        """This (complete) table map with :attr:`ColumnDef.plugin_type` set on the BINARY columns
+        that ``resolved`` names UUID/INET6/INET4 (matched by name, of the same length); the binlog
+        says everything else, so nothing is checked or raised here."""
+        if resolved is None:
+            return self
+        memo = _RESOLVED.get(id(self))
+        if memo is not None and memo[0] is self and memo[1] is resolved:
+            return memo[2]
+        known = {c.name: c.plugin_type for c in resolved.columns if c.plugin_type is not None}
+        cols = tuple(
+            replace(c, plugin_type=known[c.name]) if _plugin_shaped(c, known.get(c.name, "")) else c
+            for c in self.table_schema.columns
+        )
+        merged = self
+        if cols != self.table_schema.columns:
+            ts = replace(self.table_schema, columns=cols)
+            merged = replace(self, table_schema=ts, resolved=True, _decoder=None)
+        if len(_RESOLVED) >= _CACHE_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[id(self)] = (self, resolved, merged)
+        return merged
 
     def with_resolved(self, resolved: TableSchema | None) -> TableMapEvent:
         """This table map with the gaps filled from ``resolved`` (cached per resolved schema object).
@@ -316,6 +350,16 @@ class TableMapEvent:
 _CACHE_MAX = 4096
 _CACHE: dict[tuple[int, str, bytes], TableMapEvent] = {}
 _RESOLVED: dict[int, tuple[TableMapEvent, TableSchema, TableMapEvent]] = {}
+
+
+def _plugin_shaped(col: ColumnDef, plugin_type: str | None) -> bool:
+    """Whether ``col`` (from a TABLE_MAP) has the row-image shape of ``plugin_type`` (``None``: of
+    any of MariaDB's UUID/INET6/INET4)."""
+    if col.type != T.STRING or col.collation != BINARY_COLLATION:
+        return False
+    if plugin_type is None:
+        return col.max_length in PLUGIN_TYPES.values()
+    return plugin_type in PLUGIN_TYPES and col.max_length == PLUGIN_TYPES[plugin_type]
 
 
 def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
@@ -357,6 +401,8 @@ def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
             col = replace(col, set_values=s.set_values)
         if b.geometry_type is None and s.geometry_type is not None:
             col = replace(col, geometry_type=s.geometry_type)
+        if s.plugin_type is not None and _plugin_shaped(col, s.plugin_type):
+            col = replace(col, plugin_type=s.plugin_type)
         merged.append(col)
     pk = event.table_schema.primary_key or resolved.primary_key
     return TableSchema(event.schema, event.table, tuple(merged), pk)

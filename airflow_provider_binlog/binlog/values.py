@@ -31,7 +31,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from airflow_provider_binlog.binlog import json_binary, values_native
+from airflow_provider_binlog.binlog import json_binary, mariadb_types, values_native
 from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, JSON_NULL, ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.decimal_binary import DIG2BYTES, Reader, decimal_reader
@@ -271,6 +271,8 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
         if t == T.STRING and col.collation == BINARY_COLLATION:
             # BINARY(n) values are n bytes; the binlog drops the trailing 0x00 padding
             expr = f"{expr}.ljust({max_len}, b'\\0')"
+            if col.plugin_type is not None:  # MariaDB's UUID/INET6/INET4: its text
+                expr = f"{g.const('U_', mariadb_types.text_function(col.plugin_type))}({expr})"
         return [*head, f"{out} = {expr}", "p += n"]
     if t in (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.GEOMETRY):
         width = col.meta

@@ -106,6 +106,8 @@ def spec(col: ColumnDef, reader_for: Callable[[ColumnDef], Any], latin1_table: s
     :param latin1_table: the 256-character decoding table of MySQL's ``latin1``.
     """
     t = col.type
+    if col.plugin_type is not None:
+        raise NoPlan(f"column {col.name!r}: MariaDB {col.plugin_type.upper()} is made text in Python")
     if t in _INTS:
         return (K_UINT if col.unsigned else K_INT), _INTS[t], 0, 0, None
     if t == T.FLOAT:

@@ -52,6 +52,7 @@ from typing import Any
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
+from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, tokenize
@@ -76,7 +77,7 @@ TYPE_NAMES: dict[str, ColumnType] = {
     "linestring": T.GEOMETRY, "polygon": T.GEOMETRY, "multipoint": T.GEOMETRY,
     "multilinestring": T.GEOMETRY, "multipolygon": T.GEOMETRY, "geometrycollection": T.GEOMETRY,
     "geomcollection": T.GEOMETRY, "vector": T.VECTOR, "uuid": T.STRING, "inet6": T.STRING,
-    "inet4": T.LONG,
+    "inet4": T.STRING,
 }  # fmt: skip
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
 
@@ -103,6 +104,7 @@ def column_to_json(c: ColumnDef) -> dict[str, Any]:
         "scale": c.scale,
         "fsp": c.fsp,
         "meta": c.meta,
+        **({"plugin_type": c.plugin_type} if c.plugin_type is not None else {}),
     }
 
 
@@ -120,7 +122,16 @@ def column_from_json(d: dict[str, Any]) -> ColumnDef:
         scale=d.get("scale"),
         fsp=d.get("fsp"),
         meta=int(d.get("meta") or 0),
+        plugin_type=d.get("plugin_type"),
     )
+
+
+def _plugin(type_name: str | None) -> dict[str, Any]:
+    """The :class:`ColumnDef` fields of MariaDB's UUID/INET6/INET4 (a TABLE_MAP's BINARY(n), named by
+    the history so the decoder gives their text: :mod:`~airflow_provider_binlog.binlog.mariadb_types`)."""
+    if type_name not in PLUGIN_TYPES:
+        return {}
+    return {"plugin_type": type_name, "collation": 63, "max_length": PLUGIN_TYPES[type_name]}
 
 
 _TEMPORAL_FSP = (T.TIME2, T.DATETIME2, T.TIMESTAMP2)
@@ -174,7 +185,8 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
     """A :class:`ColumnDef` from a DDL column definition (enough for the TABLE_MAP check and names)."""
     ctype = TYPE_NAMES.get(spec.type_name, T.STRING)
     collation = None
-    if spec.type_name in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
+    plugin = _plugin(spec.type_name)
+    if plugin or spec.type_name in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
         collation = 63
     elif spec.type_name in _TEXT and collations is not None:
         collation = collations.resolve(spec.collation, spec.charset or table_charset or None)
@@ -190,6 +202,8 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         charset=collation_codec(collation),
         enum_values=spec.labels if ctype == T.ENUM else None,
         set_values=spec.labels if ctype == T.SET else None,
+        plugin_type=plugin.get("plugin_type"),
+        max_length=plugin.get("max_length"),
         **type_details(ctype, first, args[1] if len(args) > 1 else None, first),
     )
 
@@ -362,17 +376,19 @@ class SchemaHistory:
             ):
                 cid = 63
             labels = _labels(str(column_type)) if ctype in (T.ENUM, T.SET) else None
+            plugin = _plugin(data_type)
             cols.append(
                 ColumnDef(
                     name=str(name),
                     type=ctype,
                     unsigned="unsigned" in column_type,
-                    collation=cid,
-                    charset=collation_codec(cid),
+                    collation=plugin.get("collation", cid),
+                    charset=collation_codec(plugin.get("collation", cid)),
                     enum_values=labels if ctype == T.ENUM else None,
                     set_values=labels if ctype == T.SET else None,
                     nullable=str(nullable).upper() == "YES",
-                    max_length=int(octets) if octets is not None else None,
+                    max_length=plugin.get("max_length", int(octets) if octets is not None else None),
+                    plugin_type=plugin.get("plugin_type"),
                     **type_details(
                         ctype,
                         int(prec) if prec is not None else None,

@@ -189,7 +189,7 @@ class ChunkReader:
         chunk_size: int = 50_000,
         project: Projection | None = None,
     ) -> None:
-        full = ts
+        full = self._full = ts
         ts = project(ts) if project is not None else ts
         self._kept: frozenset[str] | None = frozenset(ts.column_names) if ts is not full else None
         self.client = client
@@ -291,6 +291,11 @@ class ChunkReader:
         """``(before, after)`` images of this table's row changes in the binlog ``[low, high)``."""
         schema, table = self.ts.schema, self.ts.table
         with self._scanner.dump(low, stop_at=high) as stream:
+            full = self._full
+            if any(c.plugin_type is not None for c in full.columns):
+                # the table's schema names MariaDB's UUID/INET columns: their images hold text too
+                ctx = stream.parser.ctx
+                ctx.schema_resolver = lambda tm: full if (tm.schema, tm.table) == (schema, table) else None
             for event in stream:
                 body = event.body
                 if not isinstance(body, RowsEvent) or body.table_map is None:

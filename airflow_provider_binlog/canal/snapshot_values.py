@@ -4,8 +4,8 @@ One converter per column, built from its :class:`~airflow_provider_binlog.binlog
 (the session ``time_zone`` must be ``+00:00``): TIMESTAMP becomes aware UTC, zero or partial
 dates ``None`` (pymysql returns them as text), FLOAT the float32 value the binlog holds, BIT an
 ``int``, JSON (MySQL's binary JSON type) parsed with a ``null`` document as ``JSON_NULL``, SET
-the comma-joined labels, binary strings ``bytes``. MariaDB's UUID/INET6 types are not covered
-(the binlog carries their binary form).
+the comma-joined labels, binary strings ``bytes``, MariaDB's UUID/INET6/INET4 their text (as the
+decoder makes it from their binary form, :mod:`~airflow_provider_binlog.binlog.mariadb_types`).
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ def _identity(v: Any) -> Any:
 def converter(col: ColumnDef) -> Callable[[Any], Any]:
     """The function turning a pymysql SELECT value of ``col`` into the binlog decoder's value."""
     t = col.type
+    if col.plugin_type is not None:
+        return _text("ascii")
     if t == T.FLOAT:
         return _float32
     if t in (T.DATE, T.NEWDATE, T.DATETIME, T.DATETIME2):

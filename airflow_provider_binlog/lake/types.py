@@ -26,6 +26,7 @@ DATETIME                        timestamp_ntz          timestamp[us]        wall
 TIMESTAMP                       timestamp (with zone)  timestamp[us, UTC]   the instant, UTC
 CHAR, VARCHAR, TEXT types       string                 string               as is
 BINARY, VARBINARY, BLOB types   binary                 binary               as is
+MariaDB UUID, INET6, INET4      string                 string               MariaDB's text form
 ENUM                            string                 string               the label (the index as text
                                                                             if labels are unknown)
 SET                             string                 string               comma-joined labels
@@ -285,6 +286,8 @@ def map_column(col: ColumnDef, options: TypeOptions | None = None, table: str = 
     if t in (T.TIMESTAMP, T.TIMESTAMP2):
         return TIMESTAMP
     if t in _TEXT_OR_BINARY:
+        if col.plugin_type is not None:  # MariaDB's UUID/INET6/INET4, decoded to their text
+            return STRING
         return BINARY if col.is_binary else STRING
     if t in _BLOBS:
         if col.is_binary or (col.collation is None and col.charset is None):

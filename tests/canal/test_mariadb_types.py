@@ -1,0 +1,124 @@
+"""MariaDB's UUID, INET6 and INET4 columns: the binlog path gives the text a SELECT gives.
+
+The TABLE_MAP says BINARY(16)/BINARY(4) for them (also with FULL metadata); the schema history
+names the type (from ``information_schema`` at its bootstrap, or from the ``CREATE TABLE`` in the
+stream) and the decoder turns the bytes into MariaDB's text (:mod:`.mariadb_types`). A plain
+``BINARY(16)`` stays bytes. Real MariaDB, both metadata modes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+
+from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+from airflow_provider_binlog.binlog.mariadb_types import inet4_text, inet6_text, uuid_text
+from airflow_provider_binlog.canal.change import RowChange
+from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
+from airflow_provider_binlog.canal.meta import MemoryMetaManager
+from airflow_provider_binlog.canal.snapshot import ChunkReader, table_schema
+from airflow_provider_binlog.canal.start import StartSpec
+
+pytestmark = pytest.mark.integration
+
+COLUMNS = "id INT PRIMARY KEY, u UUID, i6 INET6, i4 INET4, b16 BINARY(16), b4 BINARY(4)"
+VALUES = [
+    "(1, '123e4567-e89b-12d3-a456-426655440000', '::ffff:1.2.3.4', '1.2.3.4', x'00ff', x'01')",
+    "(2, UUID(), '2001:db8::1', '255.0.0.1', x'123e4567e89b12d3a456426655440000', x'01020304')",
+    "(3, '00000000-0000-0000-0000-000000000000', '::', '0.0.0.0', x'', x'')",
+    "(4, 'ffffffff-ffff-4fff-bfff-ffffffffffff', '::1.2.3.4', '10.0.0.1', NULL, NULL)",
+    "(5, NULL, 'fe80::1:0:0:2', NULL, NULL, NULL)",
+]
+
+
+def test_text_forms_are_the_servers(mariadb: Any) -> None:
+    """The text functions against the server's own CAST, on addresses rich in zero groups."""
+    rng = random.Random(42)
+    values = [bytes(16), bytes(15) + b"\1", bytes(15) + b"\2", bytes(10) + b"\xff\xff" + bytes(4)]
+    for _ in range(400):
+        words = [rng.choice([0, 0, 0, 1, 0xFFFF, rng.randrange(65536)]) for _ in range(8)]
+        if rng.random() < 0.25:
+            words[:5] = [0] * 5
+            words[5] = rng.choice([0, 0xFFFF])
+            words[6] = rng.choice([0, 1, 0x100, words[6]])
+        values.append(b"".join(w.to_bytes(2, "big") for w in words))
+    selects = ", ".join(
+        f"CAST(CAST(X'{v.hex()}' AS INET6) AS CHAR), CAST(CAST(X'{v[:4].hex()}' AS INET4) AS CHAR), "
+        f"CAST(CAST(X'{v.hex()}' AS UUID) AS CHAR)"
+        for v in values
+    )
+    (row,) = mariadb.execute(f"SELECT {selects}")
+    ours = [t for v in values for t in (inet6_text(v), inet4_text(v[:4]), uuid_text(v))]
+    assert list(row) == ours
+
+
+def _drain(inst: CanalInstance) -> list[RowChange]:
+    out: list[RowChange] = []
+    deadline = time.monotonic() + 60
+    while not inst.done:
+        assert time.monotonic() < deadline
+        batch = inst.get_without_ack(1000, timeout=0.5)
+        if batch.id is not None:
+            out += [e for e in batch.entries if isinstance(e, RowChange)]
+            inst.ack(batch.id)
+    return out
+
+
+@pytest.mark.parametrize("server", ["mariadb", "mariadb_minimal"])
+def test_binlog_and_snapshot_give_the_selects_text(server: str, request: pytest.FixtureRequest) -> None:
+    db_server = request.getfixturevalue(server)
+    database = f"plug_{server}_{random.randrange(1 << 30)}"
+    db_server.execute(f"CREATE DATABASE `{database}`")
+    try:
+        # ``before`` exists at the history's bootstrap (information_schema); ``later`` is created in
+        # the stream (the CREATE TABLE names the types)
+        db_server.execute(f"CREATE TABLE `{database}`.`before` ({COLUMNS})")
+        src = ReplicationConfig(
+            host=db_server.host, port=db_server.port, user=db_server.repl_user,
+            password=db_server.repl_password, heartbeat_period=1.0,
+        )  # fmt: skip
+        start = ReplicationClient(src).head_position()
+        cfg = InstanceConfig(
+            destination="plug", source=src, filter=TableFilter(include=f"{database}\\..*"),
+            start=StartSpec(position=str(start)),
+        )  # fmt: skip
+        inst = CanalInstance(cfg, MemoryMetaManager())
+        with inst:
+            inst.subscribe(stop_at="head")  # bootstraps the history: `before` only
+        db_server.execute(f"CREATE TABLE `{database}`.`later` ({COLUMNS})")
+        for table in ("before", "later"):
+            db_server.execute(f"INSERT INTO `{database}`.`{table}` VALUES {', '.join(VALUES)}")
+            db_server.execute(f"UPDATE `{database}`.`{table}` SET i6 = '::ffff:10.1.2.3' WHERE id = 1")
+        inst = CanalInstance(cfg, inst.meta)
+        with inst:
+            inst.subscribe(stop_at="head")
+            changes = _drain(inst)
+        decoded: dict[tuple[str, int], dict[str, Any]] = {}
+        for ch in changes:
+            assert ch.after is not None
+            decoded[(ch.table, ch.after["id"])] = ch.after
+        assert len(decoded) == 2 * len(VALUES)
+
+        def connect() -> Any:
+            return db_server.connect(database)
+
+        for table in ("before", "later"):
+            selected = {r[0]: r for r in db_server.execute(f"SELECT * FROM `{database}`.`{table}`")}
+            ts = table_schema(connect, database, table)
+            reader = ChunkReader(ReplicationClient(src), connect, ts, chunk_size=100)
+            try:
+                snap = {k[0]: v for k, v in reader.read(1, None).rows.items()}
+            finally:
+                reader.close()
+            for key, row in selected.items():
+                img = decoded[(table, key)]
+                assert (img["u"], img["i6"], img["i4"]) == row[1:4], (table, key)
+                assert img["b16"] is None or isinstance(img["b16"], bytes)
+                assert img["b16"] == (row[4] if row[4] is None else row[4].ljust(16, b"\0"))
+                assert snap[key] == img, (table, key)
+    finally:
+        db_server.execute(f"DROP DATABASE IF EXISTS `{database}`")
