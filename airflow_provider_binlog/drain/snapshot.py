@@ -1,6 +1,12 @@
 """A run's snapshot step (``snapshot="initial"`` or ``"when_needed"``): which tables need one, then
 :class:`~..canal.snapshot.Snapshot` into the lake.
 
+``when_needed`` snapshots the tables never snapshotted nor loaded, and those snapshotted once whose
+lake table no longer exists (dropped by hand: a stop's remedy); the cursor stays where it is, so
+the binlog after it is applied over the new snapshot (exact with full row images, see
+:mod:`~..canal.snapshot`). A snapshotted table that was empty has no lake table until its first
+change, so such a table is read again (one empty chunk) by each ``when_needed`` run until then.
+
 Runs under the destination's running node (every progress write checks it) and before the stop
 point is fixed, so the binlog drain that follows reaches past the snapshot's start.
 """
@@ -98,13 +104,21 @@ def initial_snapshot(
         todo = {s: t for s, t in known.items() if s in record.get("tables", [])}  # resume
     elif cursor is None and record is None:
         todo = dict(known)
-    elif mode == "when_needed":  # tables never snapshotted and never loaded
+    elif mode == "when_needed":  # tables never snapshotted and never loaded, or whose lake table is gone
         session = spark()
-        todo = {
-            s: t for s, t in known.items()
-            if meta.get_json(ident, table_key(s)).value is None
-            and commits.read_mark(session, quote_parts(parse_name(t)), destination) is None
-        }  # fmt: skip
+        todo = {}
+        for s, t in known.items():
+            name = quote_parts(parse_name(t))
+            if meta.get_json(ident, table_key(s)).value is None:
+                if commits.read_mark(session, name, destination) is None:
+                    todo[s] = t
+            elif commits.load_iceberg_table(session, name) is None:
+                # snapshotted once, and its lake table is gone (dropped by hand, as a stop's remedy
+                # says): the binlog after the cursor no longer holds its rows, a new snapshot does
+                report(logging.WARNING, f"destination {destination}: lake table {t} of {s} does not exist: "
+                       "taking a new snapshot of it")  # fmt: skip
+                meta.delete_value(ident, table_key(s))
+                todo[s] = t
     else:
         todo = {}
     if not todo:
