@@ -84,6 +84,8 @@ class ColumnDef:
     :param plugin_type: MariaDB's ``uuid``, ``inet6`` or ``inet4`` for a column of that type
         (the TABLE_MAP says ``BINARY(16)``/``BINARY(4)``; the schema history names the type), else
         ``None`` (see :mod:`.mariadb_types`).
+    :param zerofill: an integer declared ``ZEROFILL`` (known from the schema history only; the
+        binlog holds the number, a conversion to a string keeps the zero padding).
     """
 
     name: str
@@ -103,6 +105,7 @@ class ColumnDef:
     vector_dimensions: int | None = None
     visible: bool = True
     plugin_type: str | None = None
+    zerofill: bool = False
 
     @property
     def is_binary(self) -> bool:

@@ -450,6 +450,8 @@ def change_cast(old: ColumnDef, new: ColumnDef, spec: ColumnSpec | None) -> tupl
         and spec is not None
         and spec.type_name in _CHAR_TEXT
     ):
+        if old.zerofill:
+            raise _Unknown("a ZEROFILL integer to a string (MySQL keeps the zero padding: '00007')")
         length = spec.args[0] if spec.args and spec.type_name in ("char", "varchar") else None
         if length is not None and length < _digits(old) + (0 if old.unsigned else 1):
             raise _Unknown("a string column too short for the numbers (MySQL cuts or refuses)")

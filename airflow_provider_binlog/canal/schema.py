@@ -105,6 +105,7 @@ def column_to_json(c: ColumnDef) -> dict[str, Any]:
         "fsp": c.fsp,
         "meta": c.meta,
         **({"plugin_type": c.plugin_type} if c.plugin_type is not None else {}),
+        **({"zerofill": True} if c.zerofill else {}),
     }
 
 
@@ -123,6 +124,7 @@ def column_from_json(d: dict[str, Any]) -> ColumnDef:
         fsp=d.get("fsp"),
         meta=int(d.get("meta") or 0),
         plugin_type=d.get("plugin_type"),
+        zerofill=bool(d.get("zerofill")),
     )
 
 
@@ -204,6 +206,7 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         set_values=spec.labels if ctype == T.SET else None,
         plugin_type=plugin.get("plugin_type"),
         max_length=plugin.get("max_length"),
+        zerofill=spec.zerofill,
         **type_details(ctype, first, args[1] if len(args) > 1 else None, first),
     )
 
@@ -389,6 +392,7 @@ class SchemaHistory:
                     nullable=str(nullable).upper() == "YES",
                     max_length=plugin.get("max_length", int(octets) if octets is not None else None),
                     plugin_type=plugin.get("plugin_type"),
+                    zerofill="zerofill" in column_type,
                     **type_details(
                         ctype,
                         int(prec) if prec is not None else None,

@@ -17,13 +17,16 @@ ZEROFILL integer made a string keeps the source's padding. Real MariaDB, ZooKeep
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from airflow_harness import lake_verify, make_context, mysql_uri
+from test_operator_ddl import Harness
 
+from airflow_provider_binlog.canal.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
@@ -161,3 +164,54 @@ def test_a_dropped_lake_table_is_reloaded_by_when_needed(source: Source) -> None
     assert schema["v"] == "string", schema
     source.run("when_needed")  # the lake table exists again: nothing is snapshotted
     source.verify(["u"])
+
+
+@pytest.fixture
+def harness(
+    mariadb: MariaDbServer, spark: Any, spark_warehouse: str, conns: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Harness]:  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_DDL", mysql_uri(mariadb))
+    h = Harness(mariadb, spark, spark_warehouse, "mysql_ddl")
+    h.sql(f"CREATE DATABASE `{h.db}`")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_zerofill_integer_made_a_string_keeps_the_padding(harness: Harness) -> None:
+    h, db = harness, harness.db
+    h.sql(
+        f"CREATE TABLE {db}.z (id INT PRIMARY KEY, c INT(5) ZEROFILL, n INT)",
+        f"INSERT INTO {db}.z VALUES (1, 7, 1), (2, 12345, 2), (3, NULL, 3), (4, 123456, 4)",
+    )
+    h.run()
+    h.assert_equal("z")
+    h.sql(
+        f"ALTER TABLE {db}.z MODIFY c VARCHAR(10)",
+        f"INSERT INTO {db}.z VALUES (5, '42', 5)",
+        f"UPDATE {db}.z SET n = 10 WHERE id = 2",
+    )
+    (padded,), *_ = h.server.execute(f"SELECT c FROM {db}.z WHERE id = 1")
+    assert padded == "00007"  # what MariaDB stored: the padding kept, no row event for it
+    with pytest.raises(SourceOperationError) as stopped:
+        h.run(on_schema_change={"modify_column": "fail"})
+    message = str(stopped.value)
+    assert f"{db}.z" in message and "MODIFY c VARCHAR(10)" in message, message
+    assert "ZEROFILL" in message, message
+    assert re.search(rf"at {re.escape(str(stopped.value.position))}\b", message), message
+    assert 'on_schema_change={"modify_column": "resnapshot"}' in message, message
+    h.run(on_schema_change={"modify_column": "resnapshot"})  # the option the message names
+    h.assert_equal("z")
+    assert h.lake("z")[1][1]["c"] == "00007"
+    # the default ("evolve": the lake cannot cast exactly, so it re-snapshots) on a second column
+    h.sql(
+        f"ALTER TABLE {db}.z ADD COLUMN d SMALLINT ZEROFILL DEFAULT 3",
+        f"UPDATE {db}.z SET d = 42 WHERE id = 1",
+        f"ALTER TABLE {db}.z MODIFY d TEXT",
+        f"INSERT INTO {db}.z VALUES (6, '6', 6, '0006')",
+    )
+    h.run()
+    h.assert_equal("z")
+    assert h.lake("z")[1][1]["d"] == "00042"
