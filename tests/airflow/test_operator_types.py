@@ -1,5 +1,6 @@
 """Column types through BinlogToSparkOperator: the snapshot path and the binlog path agree, and a
-ZEROFILL integer made a string keeps the source's padding. Real MariaDB, ZooKeeper, Spark + Iceberg.
+ZEROFILL integer made a string keeps the source's padding. Real MariaDB (FULL and MINIMAL row
+metadata for the types), ZooKeeper, Spark + Iceberg.
 
 * Type by type (a table per type), the same values are written twice: rows that exist before the
   first run come through the snapshot (``snapshot="initial"``), the same values under other keys
@@ -44,6 +45,22 @@ def _dt6(v: dt.datetime) -> str:
     return v.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def _utc(v: dt.datetime) -> str:
+    return _dt6(v.astimezone(dt.timezone.utc))
+
+
+def _g6(v: float) -> str:  # MariaDB prints a FLOAT with 6 significant digits
+    return f"{v:.6g}".replace("e+", "e")
+
+
+def _repr(v: float) -> str:  # and a DOUBLE with the shortest digits that read back
+    return repr(v).replace("e+", "e")
+
+
+def _hex(v: bytes) -> str:
+    return bytes(v).hex().upper()
+
+
 # name -> (column type, SQL literals, SQL text of the source value, lake value -> that text)
 TYPES: dict[str, tuple[str, list[str], str, Callable[[Any], str]]] = {
     "uuid": ("UUID", ["'123e4567-e89b-12d3-a456-426655440000'", "'00000000-0000-0000-0000-000000000000'",
@@ -60,12 +77,21 @@ TYPES: dict[str, tuple[str, list[str], str, Callable[[Any], str]]] = {
     "date": ("DATE", ["'2024-02-29'", "'1000-01-01'", "'9999-12-31'"], "CAST(v AS CHAR)", str),
     "datetime6": ("DATETIME(6)", ["'2024-01-02 03:04:05.678901'", "'1000-01-01 00:00:00'"],
                   "CAST(v AS CHAR)", _dt6),
-    "enum": ("ENUM('a', 'bb', 'ccc')", ["'bb'", "'a'", "'ccc'"], "CAST(v AS CHAR)", str),
+    "enum": ("ENUM('a', 'bb', 'ccc')", ["'bb'", "'a'", "'ccc'", "'zz'"], "CAST(v AS CHAR)", str),
     "set": ("SET('x', 'y', 'z')", ["'x,z'", "''", "'y'", "'x,y,z'"], "CAST(v AS CHAR)", str),
     "json": ("JSON", ["'{\"a\": [1, 2.5, \"s\", null, true]}'", "'[\"a\", \"b\",1]'", "'null'", "'\"t\"'"],
              "CAST(v AS CHAR)", str),
     "decimal": ("DECIMAL(12,4)", ["-12345678.1234", "0.0001", "0", "99999999.9999"], "CAST(v AS CHAR)",
                 str),
+    "timestamp3": ("TIMESTAMP(3) NULL", ["'2038-01-19 03:14:07.499'", "'1970-01-01 00:00:01'"],
+                   "CAST(v AS CHAR)", lambda v: _utc(v)[:-3]),
+    "float": ("FLOAT", ["1.1", "-3.4e38", "0"], "CAST(v AS CHAR)", _g6),
+    "double": ("DOUBLE", ["-2.5e-300", "0.1", "1e308"], "CAST(v AS CHAR)", _repr),
+    "ubigint": ("BIGINT UNSIGNED", ["18446744073709551615", "0"], "CAST(v AS CHAR)", lambda v: str(int(v))),
+    "latin1": ("VARCHAR(20) CHARACTER SET latin1", ["'café'", "''"], "CAST(v AS CHAR)", str),
+    "utf8mb4": ("TEXT CHARACTER SET utf8mb4", ["'héllo ✓ 😀'"], "CAST(v AS CHAR)", str),
+    "binary4": ("BINARY(4)", ["x'0102'", "x'ffffffff'", "x''"], "HEX(v)", _hex),
+    "point": ("POINT", ["ST_GeomFromText('POINT(1 2)')"], "HEX(ST_AsWKB(v))", _hex),
     "time6": ("TIME(6)", ["'-838:59:59'", "'12:34:56.789012'", "'00:00:00'", "'838:59:59.000000'"],
               "CAST(v AS CHAR)", _time),
 }  # fmt: skip
@@ -88,12 +114,13 @@ class Source:
 
     def sql(self, *statements: str) -> None:
         with self.conn.cursor() as cur:
-            cur.execute("SET SESSION sql_mode = ''")  # zero and partial dates, the empty SET
+            cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")  # zero dates, invalid ENUM
             for s in statements:
                 cur.execute(s)
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         with self.conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
             cur.execute(sql)
             return list(cur.fetchall())
 
@@ -119,13 +146,18 @@ class Source:
         assert all(d.equal for d in diffs), [str(d) for d in diffs if not d.equal]
 
 
+@pytest.fixture(params=["full", "minimal"])
+def server(request: pytest.FixtureRequest) -> MariaDbServer:
+    return request.getfixturevalue("mariadb" if request.param == "full" else "mariadb_minimal")
+
+
 @pytest.fixture
 def source(
-    mariadb: MariaDbServer, spark: Any, spark_warehouse: str, conns: dict[str, str],
+    server: MariaDbServer, spark: Any, spark_warehouse: str, conns: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Source]:  # fmt: skip
-    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_TYPES", mysql_uri(mariadb))
-    s = Source(mariadb, spark, spark_warehouse)
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_TYPES", mysql_uri(server))
+    s = Source(server, spark, spark_warehouse)
     try:
         yield s
     finally:
@@ -136,6 +168,33 @@ def source(
 def _insert(source: Source, table: str, literals: list[str], offset: int) -> None:
     rows = ", ".join(f"({offset + i}, {lit})" for i, lit in enumerate(literals, 1))
     source.sql(f"INSERT INTO `{source.db}`.`{table}` (id, v) VALUES {rows}")
+
+
+def test_snapshot_and_binlog_agree_type_by_type(source: Source) -> None:
+    every = {**{n: (t, lits) for n, (t, lits, _, _) in TYPES.items()}, **NULL_DATES}
+    for name, (ctype, literals) in every.items():
+        source.sql(f"CREATE TABLE `{source.db}`.`{name}` (id INT PRIMARY KEY, v {ctype})")
+        _insert(source, name, [*literals, "NULL"], 0)
+    source.run("initial")  # the rows come from the snapshot
+    for name, (_ctype, literals) in every.items():
+        _insert(source, name, [*literals, "NULL"], BINLOG_OFFSET)
+    summary = source.run("initial")  # the same values from the binlog
+    assert summary["changes"] >= sum(len(lits) + 1 for _, lits in every.values())
+    for name, (_ctype, literals, text_sql, render) in TYPES.items():
+        lake = source.lake(name)
+        texts = dict(source.query(f"SELECT id, {text_sql} FROM `{source.db}`.`{name}`"))
+        assert len(lake) == 2 * (len(literals) + 1), (name, lake)
+        for i in range(1, len(literals) + 2):
+            snap, binlog = lake[i], lake[BINLOG_OFFSET + i]
+            assert snap == binlog and type(snap) is type(binlog), (name, i, snap, binlog)
+            assert texts[i] == texts[BINLOG_OFFSET + i], (name, i)
+            shown = None if snap is None else render(snap)
+            assert shown == texts[i], (name, i, snap, shown, texts[i])
+    for name, (_ctype, literals) in NULL_DATES.items():
+        lake = source.lake(name)
+        assert len(lake) == 2 * (len(literals) + 1), (name, lake)
+        assert set(lake.values()) == {None}, (name, lake)
+    source.verify(list(every))
 
 
 def test_a_dropped_lake_table_is_reloaded_by_when_needed(source: Source) -> None:
