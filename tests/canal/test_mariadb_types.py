@@ -93,6 +93,7 @@ def test_binlog_and_snapshot_give_the_selects_text(server: str, request: pytest.
         for table in ("before", "later"):
             db_server.execute(f"INSERT INTO `{database}`.`{table}` VALUES {', '.join(VALUES)}")
             db_server.execute(f"UPDATE `{database}`.`{table}` SET i6 = '::ffff:10.1.2.3' WHERE id = 1")
+        end = ReplicationClient(src).head_position()
         inst = CanalInstance(cfg, inst.meta)
         with inst:
             inst.subscribe(stop_at="head")
@@ -112,8 +113,12 @@ def test_binlog_and_snapshot_give_the_selects_text(server: str, request: pytest.
             reader = ChunkReader(ReplicationClient(src), connect, ts, chunk_size=100)
             try:
                 snap = {k[0]: v for k, v in reader.read(1, None).rows.items()}
+                # the images a chunk is reconciled with hold the text too
+                images = [a for _, a in reader.changes(start, end) if a is not None]
             finally:
                 reader.close()
+            assert images and all(isinstance(a["u"], str | None) for a in images), images
+            assert {a["id"]: a for a in images}[1]["i6"] == "::ffff:10.1.2.3"
             for key, row in selected.items():
                 img = decoded[(table, key)]
                 assert (img["u"], img["i6"], img["i4"]) == row[1:4], (table, key)
