@@ -511,9 +511,9 @@ class SchemaHistory:
             self._table_charsets[(schema, table)] = stmt.default_charset
         cs = self._table_charsets.get((schema, table))
         cols = tuple(spec_to_column(c, coll, cs) for c in stmt.columns)
-        return partitions.with_partitioning(
-            TableSchema(schema, table, cols, stmt.primary_key), stmt.partitioning
-        )
+        names = {c.name.lower(): c.name for c in cols}  # identifiers are case-insensitive
+        pk = tuple(names.get(k.lower(), k) for k in stmt.primary_key)
+        return partitions.with_partitioning(TableSchema(schema, table, cols, pk), stmt.partitioning)
 
     def _altered(self, base: TableSchema, stmt: DdlStatement) -> TableSchema | None:
         cols = list(base.columns)
@@ -557,7 +557,7 @@ class SchemaHistory:
                     cols[i] = replace(cols[i], name=op.new_name)
                     pk = [op.new_name if c.lower() == op.name.lower() else c for c in pk]
                 elif op.op == "add_pk":
-                    pk = list(op.columns)
+                    pk = [cols[index(k)].name for k in op.columns]
                 elif op.op == "drop_pk":
                     pk = []
         except KeyError as exc:
