@@ -33,7 +33,11 @@ Stored in the meta manager under the client node (one record per table)::
           "information_schema"|"table_map", "dropped": false,
           "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable",
                        "precision","scale","fsp","meta"}...],
-          "pk": ["id"], "partitioning": {...} | null}, ...]
+          "pk": ["id"], "unique": [["PRIMARY", ["id"]], ["uk", ["a", "b"]]],
+          "partitioning": {...} | null}, ...]
+
+``unique``: the unique keys that may be the primary key, in the server's key order (``pk`` is the
+one the server chose: see :class:`~airflow_provider_binlog.binlog.columns.TableSchema`).
 
 ``partitioning`` (:mod:`.partitions`): the table's partitioning when known (``{"method": ""}``: not
 partitioned), ``null`` or absent when not known (records written before it was kept load so).
@@ -54,7 +58,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal import partitions
-from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, tokenize
+from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, KeySpec, tokenize
 from airflow_provider_binlog.canal.errors import MetaConflictError
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
@@ -185,6 +189,7 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
     return ColumnDef(
         name=spec.name,
         type=ctype,
+        nullable=spec.generated or not (spec.not_null or spec.primary),
         unsigned=spec.unsigned,
         collation=collation,
         charset=collation_codec(collation),
@@ -192,6 +197,79 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         set_values=spec.labels if ctype == T.SET else None,
         **type_details(ctype, first, args[1] if len(args) > 1 else None, first),
     )
+
+
+_LONG_UNIQUE = frozenset({T.TINY_BLOB, T.BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.JSON, T.GEOMETRY})
+"""Types whose whole-column unique key is a hash the server never makes the primary key."""
+
+
+def _canonical(cols: Iterable[ColumnDef], names: Iterable[str]) -> tuple[str, ...]:
+    """Key column names as the columns are named (identifiers are case-insensitive).
+
+    :raises KeyError: a name that is not a column.
+    """
+    by_name = {c.name.lower(): c.name for c in cols}
+    return tuple(by_name[n.lower()] for n in names)
+
+
+def _add_unique(
+    cols: list[ColumnDef], keys: list[tuple[str, tuple[str, ...]]], key: KeySpec, taken: set[str]
+) -> None:
+    """Append a ``UNIQUE`` key that can be the primary key (named as the server names it)."""
+    columns = _canonical(cols, key.columns)
+    name = key.name
+    if name is None:  # the server names it after its first column: a, a_2, a_3...
+        name, n = columns[0], 2
+        while name.lower() in taken:
+            name, n = f"{columns[0]}_{n}", n + 1
+    taken.add(name.lower())
+    types = {c.name: c.type for c in cols}
+    if key.shaped and columns and not any(types[c] in _LONG_UNIQUE for c in columns):
+        keys.append((name, columns))
+
+
+def _keyed(
+    schema: str, table: str, cols: Iterable[ColumnDef], keys: Iterable[tuple[str, tuple[str, ...]]]
+) -> TableSchema:
+    """A table whose primary key is the one the server chooses: the declared one, else the first
+    unique key (in the server's key order) whose columns are all NOT NULL.
+
+    The server orders keys: the primary key, unique keys on NOT NULL columns, other unique keys,
+    each group in the order it had before (a new key after the existing ones); it is re-sorted at
+    every ALTER.
+    """
+    cols = tuple(cols)
+    nullable = {c.name for c in cols if c.nullable}
+
+    def group(key: tuple[str, tuple[str, ...]]) -> int:
+        if key[0].upper() == "PRIMARY":
+            return 0
+        return 2 if any(c in nullable for c in key[1]) else 1
+
+    ordered = tuple(sorted(keys, key=group))
+    pk = next((k[1] for k in ordered if group(k) < 2), ())
+    return TableSchema(schema, table, cols, pk, ordered)
+
+
+def _unique_rows(
+    key_rows: Iterable[tuple[Any, ...]], column_rows: Iterable[tuple[Any, ...]]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The unique keys that can be the primary key, from ``information_schema.STATISTICS`` rows
+    ``(index, column, seq, sub_part, index_type)``; the one the server chose is the one whose
+    columns are marked ``PRI`` in ``COLUMNS`` (``column_rows``), first whatever its name."""
+    parts: dict[str, list[tuple[int, str]]] = {}
+    shaped: dict[str, bool] = {}
+    for index, column, seq, sub_part, index_type in key_rows:
+        parts.setdefault(str(index), []).append((int(seq), str(column)))
+        ok = sub_part is None and str(index_type).upper() != "HASH" and column is not None
+        shaped[str(index)] = shaped.get(str(index), True) and ok
+    keys = [(name, tuple(c for _, c in sorted(p))) for name, p in parts.items() if shaped[name]]
+    chosen = {str(r[0]) for r in column_rows if str(r[5]).upper() == "PRI"}
+    for i, (_, columns) in enumerate(keys):
+        if chosen and set(columns) == chosen:
+            keys.insert(0, keys.pop(i))
+            break
+    return keys
 
 
 def _labels(column_type: str) -> tuple[str, ...]:
@@ -245,6 +323,7 @@ class SchemaHistory:
                         table,
                         tuple(column_from_json(c) for c in v["columns"]),
                         tuple(v.get("pk") or ()),
+                        tuple((str(k), tuple(c)) for k, c in v.get("unique") or ()),
                     )
                     ts = partitions.with_partitioning(ts, partitions.from_json(v.get("partitioning")))
                 versions.append(((int(v["at"][0]), int(v["at"][1])), ts, v.get("source", "")))
@@ -262,6 +341,7 @@ class SchemaHistory:
                 "dropped": ts is None,
                 "columns": [column_to_json(c) for c in ts.columns] if ts else [],
                 "pk": list(ts.primary_key) if ts else [],
+                "unique": [[k, list(c)] for k, c in ts.unique_keys] if ts else [],
                 "partitioning": partitions.to_json(partitions.partitioning_of(ts)),
             }
             for key, ts, source in versions
@@ -381,9 +461,10 @@ class SchemaHistory:
                     ),
                 )
             )
-        pk_rows = self._query(
-            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        # unique keys in the server's key order (the order STATISTICS lists them in)
+        key_rows = self._query(
+            "SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART, INDEX_TYPE FROM "
+            "information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0",
             (schema, table),
         )
         charset_rows = self._query(
@@ -394,7 +475,7 @@ class SchemaHistory:
         )
         if charset_rows:
             self._table_charsets[(schema, table)] = str(charset_rows[0][0])
-        ts = TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+        ts = _keyed(schema, table, cols, _unique_rows(key_rows, rows))
         if with_partitioning:
             ts = partitions.with_partitioning(ts, self.partitioning_from_information_schema(schema, table))
         return ts
@@ -510,14 +591,27 @@ class SchemaHistory:
         if stmt.default_charset:
             self._table_charsets[(schema, table)] = stmt.default_charset
         cs = self._table_charsets.get((schema, table))
-        cols = tuple(spec_to_column(c, coll, cs) for c in stmt.columns)
-        names = {c.name.lower(): c.name for c in cols}  # identifiers are case-insensitive
-        pk = tuple(names.get(k.lower(), k) for k in stmt.primary_key)
-        return partitions.with_partitioning(TableSchema(schema, table, cols, pk), stmt.partitioning)
+        cols = [spec_to_column(c, coll, cs) for c in stmt.columns]
+        keys: list[tuple[str, tuple[str, ...]]] = []
+        try:
+            if stmt.primary_key:
+                pk = _canonical(cols, stmt.primary_key)
+                keys.append(("PRIMARY", pk))
+                cols = [replace(c, nullable=False) if c.name in pk else c for c in cols]
+            taken = {"primary"}
+            for unique in stmt.unique_keys:
+                _add_unique(cols, keys, unique, taken)
+        except KeyError as exc:
+            log.warning(
+                "CREATE TABLE %s.%s: key on unknown column %s; using information_schema", schema, table, exc
+            )
+            return self.from_information_schema(schema, table)
+        return partitions.with_partitioning(_keyed(schema, table, cols, keys), stmt.partitioning)
 
     def _altered(self, base: TableSchema, stmt: DdlStatement) -> TableSchema | None:
         cols = list(base.columns)
-        pk = list(base.primary_key)
+        keys = list(base.unique_keys) or ([("PRIMARY", base.primary_key)] if base.primary_key else [])
+        taken = {"primary"} | {k[0].lower() for k in keys}
         coll = self.collations()
         cs = self._table_charsets.get((base.schema, base.table))
 
@@ -535,13 +629,18 @@ class SchemaHistory:
             else:
                 cols.append(col)
 
+        def rename(old: str, new: str) -> None:
+            keys[:] = [(k, tuple(new if c.lower() == old.lower() else c for c in kc)) for k, kc in keys]
+
         try:
             for op in stmt.ops:
                 if op.op == "add" and op.spec is not None:
                     place(spec_to_column(op.spec, coll, cs), op.first, op.after)
                 elif op.op == "drop":
-                    del cols[index(op.name)]
-                    pk = [c for c in pk if c.lower() != op.name.lower()]
+                    gone = cols.pop(index(op.name)).name
+                    keys[:] = [
+                        (k, kc) for k, kc in ((k, tuple(c for c in kc if c != gone)) for k, kc in keys) if kc
+                    ]
                 elif op.op in ("modify", "change") and op.spec is not None:
                     i = index(op.name)
                     old = cols.pop(i)
@@ -551,21 +650,31 @@ class SchemaHistory:
                     else:
                         cols.insert(i, new)
                     if op.op == "change" and old.name != new.name:
-                        pk = [new.name if c.lower() == old.name.lower() else c for c in pk]
+                        rename(old.name, new.name)
                 elif op.op == "rename_column":
                     i = index(op.name)
+                    rename(cols[i].name, op.new_name)
                     cols[i] = replace(cols[i], name=op.new_name)
-                    pk = [op.new_name if c.lower() == op.name.lower() else c for c in pk]
                 elif op.op == "add_pk":
-                    pk = [cols[index(k)].name for k in op.columns]
+                    pk = _canonical(cols, op.columns)
+                    keys[:] = [("PRIMARY", pk)] + [k for k in keys if k[0].upper() != "PRIMARY"]
+                    cols = [replace(c, nullable=False) if c.name in pk else c for c in cols]
                 elif op.op == "drop_pk":
-                    pk = []
+                    keys[:] = [k for k in keys if k[0].upper() != "PRIMARY"]
+                elif op.op == "add_unique" and op.key is not None:
+                    _add_unique(cols, keys, op.key, taken)
+                elif op.op == "drop_index":
+                    keys[:] = [k for k in keys if k[0].lower() != op.name.lower()]
+                    taken.discard(op.name.lower())
+                elif op.op == "rename_index":
+                    keys[:] = [(op.new_name if k.lower() == op.name.lower() else k, kc) for k, kc in keys]
+                    taken.add(op.new_name.lower())
         except KeyError as exc:
             log.warning(
                 "DDL on %s.%s names unknown column %s; using information_schema", base.schema, base.table, exc
             )
             return None
-        return TableSchema(base.schema, base.table, tuple(cols), tuple(pk))
+        return _keyed(base.schema, base.table, cols, keys)
 
     # -- the parser hook ------------------------------------------------------------------------
 

@@ -102,3 +102,27 @@ def test_type_synonyms_and_key_case(harness: KeyedHarness) -> None:
     h.assert_equal("s")
     _, rows = h.lake("s")
     assert rows[1]["f25"] == 1.0000000001  # a DOUBLE, not rounded to a float32
+
+
+def test_unique_not_null_key_without_primary_key(harness: KeyedHarness) -> None:
+    """A table without a PRIMARY KEY whose first unique key on NOT NULL columns the server makes its
+    primary key: MINIMAL picks the same key FULL does (the TABLE_MAP's), through CREATE and ALTER."""
+    h, db = harness, harness.db
+    h.sql(
+        f"CREATE TABLE `{db}`.u (id INT NULL, code VARCHAR(10) NOT NULL, n INT NOT NULL, v TEXT, "
+        "UNIQUE KEY by_id (id), UNIQUE KEY by_code (code, N))",
+        f"INSERT INTO `{db}`.u VALUES (1, 'a', 1, 'one'), (2, 'b', 1, 'two'), (NULL, 'c', 2, 'three')",
+        f"UPDATE `{db}`.u SET v = 'TWO' WHERE code = 'b'",
+        f"UPDATE `{db}`.u SET code = 'bb' WHERE code = 'b'",
+    )
+    h.run()
+    h.assert_equal_by("u", ("code", "n"))
+    h.sql(
+        f"DELETE FROM `{db}`.u WHERE code = 'a'",
+        f"UPDATE `{db}`.u SET id = 3 WHERE code = 'c'",
+        f"ALTER TABLE `{db}`.u MODIFY id INT NOT NULL DEFAULT 0",  # by_code stays first: the key
+        f"INSERT INTO `{db}`.u VALUES (4, 'd', 4, 'four')",
+        f"UPDATE `{db}`.u SET id = 5 WHERE code = 'd'",
+    )
+    h.run()
+    h.assert_equal_by("u", ("code", "n"))
