@@ -273,7 +273,9 @@ class _P(TokenCursor):
                 self.i += 1
             elif u == "UNIQUE":
                 unique = True
+                self.i += 1
                 self.eat("KEY")
+                continue
             elif u == "KEY":  # KEY alone is PRIMARY KEY
                 primary = not_null = True
             elif u in ("FIRST", "AFTER"):

@@ -649,7 +649,7 @@ class SchemaHistory:
                         place(new, op.first, op.after)
                     else:
                         cols.insert(i, new)
-                    if op.op == "change" and old.name != new.name:
+                    if old.name != new.name:  # CHANGE, or MODIFY spelling the name in another case
                         rename(old.name, new.name)
                 elif op.op == "rename_column":
                     i = index(op.name)
