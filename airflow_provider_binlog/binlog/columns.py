@@ -115,15 +115,17 @@ class TableSchema:
         prefix) the primary key, in the TABLE_MAP and in ``information_schema``; so does the schema
         history.
     :param unique_keys: the schema history's unique keys that may be the primary key, in the
-        server's key order: ``(name, columns)``, ``PRIMARY`` for a declared primary key (empty when
-        not known).
+        server's key order: ``(name, columns, made on NOT NULL columns)``, ``PRIMARY`` for a
+        declared primary key (empty when not known). The server decides whether a unique key has
+        NULL columns when the key is made (``CREATE``, ``ADD UNIQUE``, ``LIKE``): a later ``MODIFY
+        ... NOT NULL`` does not make it the primary key.
     """
 
     schema: str
     table: str
     columns: tuple[ColumnDef, ...]
     primary_key: tuple[str, ...] = ()
-    unique_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unique_keys: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
 
     @property
     def qualified_name(self) -> str:

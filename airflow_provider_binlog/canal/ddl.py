@@ -107,7 +107,8 @@ class AlterOp:
         ``reorganize``, ``coalesce``, ``convert``, ``discard``, ``import``, ``maintain`` (analyze,
         check, optimize, rebuild, repair), ``remove`` (REMOVE PARTITIONING), ``by`` (PARTITION BY))
         or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset);
-        ``add_unique`` (``key``), ``drop_index`` (``name``), ``rename_index`` (``name`` to ``new_name``).
+        ``add_unique`` (``key``), ``add_index`` (a key that is not unique), ``drop_index`` (``name``),
+        ``rename_index`` (``name`` to ``new_name``).
     :param name: the column it applies to (the old name for change/rename).
     :param spec: the new definition (add/modify/change).
     :param new_name: the new name (rename_column).
@@ -555,6 +556,8 @@ def _alter(p: _P) -> DdlStatement:
                 "PERIOD",
                 "SYSTEM",
             ):
+                if u2 in ("KEY", "INDEX", "FULLTEXT", "SPATIAL"):
+                    ops.append(AlterOp("add_index"))  # re-sorts the keys (see schema._keyed)
                 p.skip_clause()
             elif p.eat_p("("):
                 while True:

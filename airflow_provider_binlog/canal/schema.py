@@ -33,7 +33,7 @@ Stored in the meta manager under the client node (one record per table)::
           "information_schema"|"table_map", "dropped": false,
           "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable",
                        "precision","scale","fsp","meta"}...],
-          "pk": ["id"], "unique": [["PRIMARY", ["id"]], ["uk", ["a", "b"]]],
+          "pk": ["id"], "unique": [["PRIMARY", ["id"], true], ["uk", ["a", "b"], false]],
           "partitioning": {...} | null}, ...]
 
 ``unique``: the unique keys that may be the primary key, in the server's key order (``pk`` is the
@@ -212,9 +212,11 @@ def _canonical(cols: Iterable[ColumnDef], names: Iterable[str]) -> tuple[str, ..
     return tuple(by_name[n.lower()] for n in names)
 
 
-def _add_unique(
-    cols: list[ColumnDef], keys: list[tuple[str, tuple[str, ...]]], key: KeySpec, taken: set[str]
-) -> None:
+UniqueKey = tuple[str, tuple[str, ...], bool | None]
+"""A unique key as the history keeps it (``None``: made by the statement being applied)."""
+
+
+def _add_unique(cols: list[ColumnDef], keys: list[UniqueKey], key: KeySpec, taken: set[str]) -> None:
     """Append a ``UNIQUE`` key that can be the primary key (named as the server names it)."""
     columns = _canonical(cols, key.columns)
     name = key.name
@@ -225,47 +227,55 @@ def _add_unique(
     taken.add(name.lower())
     types = {c.name: c.type for c in cols}
     if key.shaped and columns and not any(types[c] in _LONG_UNIQUE for c in columns):
-        keys.append((name, columns))
+        keys.append((name, columns, None))
 
 
-def _keyed(
-    schema: str, table: str, cols: Iterable[ColumnDef], keys: Iterable[tuple[str, tuple[str, ...]]]
-) -> TableSchema:
-    """A table whose primary key is the one the server chooses: the declared one, else the first
-    unique key (in the server's key order) whose columns are all NOT NULL.
+_KEY_CHANGES = frozenset({"add_unique", "add_index", "drop_index", "add_pk", "drop_pk"})
 
-    The server orders keys: the primary key, unique keys on NOT NULL columns, other unique keys,
-    each group in the order it had before (a new key after the existing ones); it is re-sorted at
-    every ALTER.
+
+def _keyed(schema: str, table: str, cols: Iterable[ColumnDef], keys: Iterable[UniqueKey]) -> TableSchema:
+    """A table whose primary key is the one the server chooses: the declared one, else its first
+    unique key in the server's key order when that key's columns are all NOT NULL now.
+
+    The server orders keys: the primary key, unique keys made on NOT NULL columns, other unique
+    keys, each group in the order it had before (a new key after the existing ones), re-sorted at
+    every ALTER. "Made on NOT NULL columns" is decided when the keys are made (``None`` here: by the
+    statement being applied; ``CREATE``, ``LIKE``, an ``ALTER`` that adds or drops a key) and lost
+    once one of its columns allows NULL: a ``MODIFY ... NOT NULL`` alone makes a key the primary key
+    only when it is first anyway (as MariaDB 10.11 does).
     """
     cols = tuple(cols)
     nullable = {c.name for c in cols if c.nullable}
+    made = [(k, kc, (flag is not False) and not any(c in nullable for c in kc)) for k, kc, flag in keys]
 
-    def group(key: tuple[str, tuple[str, ...]]) -> int:
+    def group(key: tuple[str, tuple[str, ...], bool]) -> int:
         if key[0].upper() == "PRIMARY":
             return 0
-        return 2 if any(c in nullable for c in key[1]) else 1
+        return 1 if key[2] else 2
 
-    ordered = tuple(sorted(keys, key=group))
-    pk = next((k[1] for k in ordered if group(k) < 2), ())
+    ordered = tuple(sorted(made, key=group))
+    first = ordered[0][1] if ordered else ()
+    pk = first if not any(c in nullable for c in first) else ()
     return TableSchema(schema, table, cols, pk, ordered)
 
 
 def _unique_rows(
     key_rows: Iterable[tuple[Any, ...]], column_rows: Iterable[tuple[Any, ...]]
-) -> list[tuple[str, tuple[str, ...]]]:
+) -> list[UniqueKey]:
     """The unique keys that can be the primary key, from ``information_schema.STATISTICS`` rows
     ``(index, column, seq, sub_part, index_type)``; the one the server chose is the one whose
-    columns are marked ``PRI`` in ``COLUMNS`` (``column_rows``), first whatever its name."""
+    columns are marked ``PRI`` in ``COLUMNS`` (``column_rows``), first whatever its name. Without one,
+    no key was made on NOT NULL columns (whatever they are now)."""
     parts: dict[str, list[tuple[int, str]]] = {}
     shaped: dict[str, bool] = {}
     for index, column, seq, sub_part, index_type in key_rows:
         parts.setdefault(str(index), []).append((int(seq), str(column)))
         ok = sub_part is None and str(index_type).upper() != "HASH" and column is not None
         shaped[str(index)] = shaped.get(str(index), True) and ok
-    keys = [(name, tuple(c for _, c in sorted(p))) for name, p in parts.items() if shaped[name]]
     chosen = {str(r[0]) for r in column_rows if str(r[5]).upper() == "PRI"}
-    for i, (_, columns) in enumerate(keys):
+    flag: bool | None = None if chosen else False
+    keys: list[UniqueKey] = [(n, tuple(c for _, c in sorted(p)), flag) for n, p in parts.items() if shaped[n]]
+    for i, (_, columns, _) in enumerate(keys):
         if chosen and set(columns) == chosen:
             keys.insert(0, keys.pop(i))
             break
@@ -323,7 +333,9 @@ class SchemaHistory:
                         table,
                         tuple(column_from_json(c) for c in v["columns"]),
                         tuple(v.get("pk") or ()),
-                        tuple((str(k), tuple(c)) for k, c in v.get("unique") or ()),
+                        tuple(
+                            (str(u[0]), tuple(u[1]), bool(u[2:3] != [False])) for u in v.get("unique") or ()
+                        ),
                     )
                     ts = partitions.with_partitioning(ts, partitions.from_json(v.get("partitioning")))
                 versions.append(((int(v["at"][0]), int(v["at"][1])), ts, v.get("source", "")))
@@ -341,7 +353,7 @@ class SchemaHistory:
                 "dropped": ts is None,
                 "columns": [column_to_json(c) for c in ts.columns] if ts else [],
                 "pk": list(ts.primary_key) if ts else [],
-                "unique": [[k, list(c)] for k, c in ts.unique_keys] if ts else [],
+                "unique": [[k, list(c), made] for k, c, made in ts.unique_keys] if ts else [],
                 "partitioning": partitions.to_json(partitions.partitioning_of(ts)),
             }
             for key, ts, source in versions
@@ -584,7 +596,11 @@ class SchemaHistory:
             prev = self.at(stmt.like[0], stmt.like[1], key)
             if not prev or prev[0] is None:
                 return None
-            return partitions.with_partitioning(replace(prev[0], schema=schema, table=table), None)
+            like = prev[0]  # the copy's keys are made anew: on its columns' NULL-ness now
+            keys: list[UniqueKey] = [(k, kc, None) for k, kc, _ in like.unique_keys]
+            if not keys and like.primary_key:
+                keys = [("PRIMARY", like.primary_key, True)]
+            return _keyed(schema, table, like.columns, keys)
         if not stmt.complete or not stmt.columns:
             return self.from_information_schema(schema, table)
         coll = self.collations()
@@ -592,11 +608,11 @@ class SchemaHistory:
             self._table_charsets[(schema, table)] = stmt.default_charset
         cs = self._table_charsets.get((schema, table))
         cols = [spec_to_column(c, coll, cs) for c in stmt.columns]
-        keys: list[tuple[str, tuple[str, ...]]] = []
+        keys = []
         try:
             if stmt.primary_key:
                 pk = _canonical(cols, stmt.primary_key)
-                keys.append(("PRIMARY", pk))
+                keys.append(("PRIMARY", pk, True))
                 cols = [replace(c, nullable=False) if c.name in pk else c for c in cols]
             taken = {"primary"}
             for unique in stmt.unique_keys:
@@ -610,7 +626,9 @@ class SchemaHistory:
 
     def _altered(self, base: TableSchema, stmt: DdlStatement) -> TableSchema | None:
         cols = list(base.columns)
-        keys = list(base.unique_keys) or ([("PRIMARY", base.primary_key)] if base.primary_key else [])
+        keys: list[UniqueKey] = list(base.unique_keys)
+        if not keys and base.primary_key:
+            keys = [("PRIMARY", base.primary_key, True)]
         taken = {"primary"} | {k[0].lower() for k in keys}
         coll = self.collations()
         cs = self._table_charsets.get((base.schema, base.table))
@@ -630,7 +648,7 @@ class SchemaHistory:
                 cols.append(col)
 
         def rename(old: str, new: str) -> None:
-            keys[:] = [(k, tuple(new if c.lower() == old.lower() else c for c in kc)) for k, kc in keys]
+            keys[:] = [(k, tuple(new if c.lower() == old.lower() else c for c in kc), f) for k, kc, f in keys]
 
         try:
             for op in stmt.ops:
@@ -638,9 +656,8 @@ class SchemaHistory:
                     place(spec_to_column(op.spec, coll, cs), op.first, op.after)
                 elif op.op == "drop":
                     gone = cols.pop(index(op.name)).name
-                    keys[:] = [
-                        (k, kc) for k, kc in ((k, tuple(c for c in kc if c != gone)) for k, kc in keys) if kc
-                    ]
+                    cut = ((k, tuple(c for c in kc if c != gone), f) for k, kc, f in keys)
+                    keys[:] = [key for key in cut if key[1]]
                 elif op.op in ("modify", "change") and op.spec is not None:
                     i = index(op.name)
                     old = cols.pop(i)
@@ -657,7 +674,7 @@ class SchemaHistory:
                     cols[i] = replace(cols[i], name=op.new_name)
                 elif op.op == "add_pk":
                     pk = _canonical(cols, op.columns)
-                    keys[:] = [("PRIMARY", pk)] + [k for k in keys if k[0].upper() != "PRIMARY"]
+                    keys[:] = [("PRIMARY", pk, True)] + [k for k in keys if k[0].upper() != "PRIMARY"]
                     cols = [replace(c, nullable=False) if c.name in pk else c for c in cols]
                 elif op.op == "drop_pk":
                     keys[:] = [k for k in keys if k[0].upper() != "PRIMARY"]
@@ -667,13 +684,17 @@ class SchemaHistory:
                     keys[:] = [k for k in keys if k[0].lower() != op.name.lower()]
                     taken.discard(op.name.lower())
                 elif op.op == "rename_index":
-                    keys[:] = [(op.new_name if k.lower() == op.name.lower() else k, kc) for k, kc in keys]
+                    keys[:] = [
+                        (op.new_name if k.lower() == op.name.lower() else k, kc, f) for k, kc, f in keys
+                    ]
                     taken.add(op.new_name.lower())
         except KeyError as exc:
             log.warning(
                 "DDL on %s.%s names unknown column %s; using information_schema", base.schema, base.table, exc
             )
             return None
+        if any(op.op in _KEY_CHANGES for op in stmt.ops):  # the keys are made anew
+            keys[:] = [(k, kc, None) for k, kc, _ in keys]
         return _keyed(base.schema, base.table, cols, keys)
 
     # -- the parser hook ------------------------------------------------------------------------

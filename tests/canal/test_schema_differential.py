@@ -126,7 +126,25 @@ def _corpus(db: str, seed: int = 42) -> list[tuple[str, str]]:
     )
     out.append(("tu", f"ALTER TABLE `{db}`.tu MODIFY v INT NOT NULL UNIQUE FIRST"))
     out.append(("tu", f"ALTER TABLE `{db}`.tu DROP INDEX V, MODIFY k VARCHAR(5) NULL"))
-    out.append(("tu", f"ALTER TABLE `{db}`.tu RENAME INDEX id TO j, MODIFY id INT"))
+    out.append(("tu", f"ALTER TABLE `{db}`.tu MODIFY id INT NOT NULL, RENAME INDEX id TO j"))
+    # a unique key's NULL-ness is decided when it is made: MODIFY ... NOT NULL does not promote it,
+    # a new key, LIKE or dropping the key before it does
+    out.append(("q", f"CREATE TABLE `{db}`.q (a INT NULL, b INT NULL, UNIQUE KEY ua (a), UNIQUE KEY ub (b))"))
+    out.append(("q", f"ALTER TABLE `{db}`.q MODIFY b INT NOT NULL"))
+    out.append(("q", f"ALTER TABLE `{db}`.q ADD COLUMN z INT NOT NULL"))
+    out.append(("q_like", f"CREATE TABLE `{db}`.q_like LIKE `{db}`.q"))
+    out.append(("q", f"ALTER TABLE `{db}`.q ADD UNIQUE KEY uz (z)"))
+    out.append(("q", f"ALTER TABLE `{db}`.q DROP INDEX uz, ADD UNIQUE KEY ud (b)"))
+    out.append(("q_like", f"ALTER TABLE `{db}`.q_like MODIFY b INT NULL"))
+    out.append(("q_like", f"ALTER TABLE `{db}`.q_like DROP INDEX ub, MODIFY a INT NOT NULL, ADD UNIQUE (b)"))
+    out.append(
+        ("f", f"CREATE TABLE `{db}`.f (a INT NOT NULL, b INT NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ub (b))")
+    )
+    out.append(("f", f"ALTER TABLE `{db}`.f MODIFY a INT NULL"))  # ub first: b
+    out.append(("f", f"ALTER TABLE `{db}`.f MODIFY b INT NULL"))
+    out.append(("f", f"ALTER TABLE `{db}`.f MODIFY b INT NOT NULL"))  # ub is first: b
+    out.append(("f", f"ALTER TABLE `{db}`.f ADD KEY plain (a), MODIFY a INT NOT NULL"))
+    out.append(("f", f"ALTER TABLE `{db}`.f DROP INDEX ub"))
     return out
 
 
