@@ -121,6 +121,7 @@ def test_unique_not_null_key_without_primary_key(harness: KeyedHarness) -> None:
         f"DELETE FROM `{db}`.u WHERE code = 'a'",
         f"UPDATE `{db}`.u SET id = 3 WHERE code = 'c'",
         f"ALTER TABLE `{db}`.u MODIFY id INT NOT NULL DEFAULT 0",  # by_code stays first: the key
+        f"ALTER TABLE `{db}`.u ADD UNIQUE KEY by_n (n, id), ADD KEY plain (v(3))",  # the keys re-sorted
         f"INSERT INTO `{db}`.u VALUES (4, 'd', 4, 'four')",
         f"UPDATE `{db}`.u SET id = 5 WHERE code = 'd'",
     )
