@@ -120,12 +120,21 @@ class TableSchema:
     :param table: table name.
     :param columns: columns in table order.
     :param primary_key: names of the primary-key columns (empty if the table has none or it is unknown).
+        Without a ``PRIMARY KEY`` the server makes its first unique key on NOT NULL columns (no
+        prefix) the primary key, in the TABLE_MAP and in ``information_schema``; so does the schema
+        history.
+    :param unique_keys: the schema history's unique keys that may be the primary key, in the
+        server's key order: ``(name, columns, made on NOT NULL columns)``, ``PRIMARY`` for a
+        declared primary key (empty when not known). The server decides whether a unique key has
+        NULL columns when the key is made (``CREATE``, ``ADD UNIQUE``, ``LIKE``): a later ``MODIFY
+        ... NOT NULL`` does not make it the primary key.
     """
 
     schema: str
     table: str
     columns: tuple[ColumnDef, ...]
     primary_key: tuple[str, ...] = ()
+    unique_keys: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
 
     @property
     def qualified_name(self) -> str:

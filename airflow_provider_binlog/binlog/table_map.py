@@ -348,6 +348,7 @@ class TableMapEvent:
 
 
 _CACHE_MAX = 4096
+_UTF8MB4_BIN = 46
 _CACHE: dict[tuple[int, str, bytes], TableMapEvent] = {}
 _RESOLVED: dict[int, tuple[TableMapEvent, TableSchema, TableMapEvent]] = {}
 
@@ -389,8 +390,10 @@ def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
                 f"schema for {where} column {i + 1} is named {s.name!r}, TABLE_MAP says {b.name!r}"
             )
         col = replace(b, name=s.name)
-        if text_json:
-            col = replace(col, type=T.JSON)
+        if text_json and s.collation is None:
+            # kept as the LONGTEXT it is, so its text reaches the lake as written (as with FULL
+            # metadata); MariaDB's JSON is utf8mb4_bin unless declared otherwise
+            col = replace(col, collation=_UTF8MB4_BIN, charset=collation_codec(_UTF8MB4_BIN))
         if o.signedness is None and b.type in NUMERIC_TYPES:
             col = replace(col, unsigned=s.unsigned)
         if b.collation is None and s.collation is not None:

@@ -25,7 +25,7 @@ from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.canal.partitions import PartitionClause, Partitioning
 from airflow_provider_binlog.canal.sql_tokens import Tok, TokenCursor, tokenize
 
-__all__ = ["AlterOp", "ColumnSpec", "DdlStatement", "Default", "Tok", "parse_ddl", "tokenize"]
+__all__ = ["AlterOp", "ColumnSpec", "DdlStatement", "Default", "KeySpec", "Tok", "parse_ddl", "tokenize"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class ColumnSpec:
     :param auto_increment: ``AUTO_INCREMENT`` given.
     :param generated: a generated column (``[GENERATED ALWAYS] AS (expr)``).
     :param zerofill: ``ZEROFILL`` given.
+    :param unique: inline ``UNIQUE [KEY]`` (a unique key named after the column).
     """
 
     name: str
@@ -60,6 +61,23 @@ class ColumnSpec:
     auto_increment: bool = False
     generated: bool = False
     zerofill: bool = False
+    unique: bool = False
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """A ``UNIQUE`` key as written.
+
+    :param name: its name (``CONSTRAINT name`` or the index name), ``None`` when not given (the
+        server names it after its first column).
+    :param columns: its columns.
+    :param shaped: it can be the table's primary key when its columns are NOT NULL (no prefix
+        length, no ``USING HASH``).
+    """
+
+    name: str | None
+    columns: tuple[str, ...]
+    shaped: bool = True
 
 
 @dataclass(frozen=True)
@@ -88,7 +106,9 @@ class AlterOp:
         ``partition`` (``name`` holds the verb: ``add``, ``drop``, ``truncate``, ``exchange``,
         ``reorganize``, ``coalesce``, ``convert``, ``discard``, ``import``, ``maintain`` (analyze,
         check, optimize, rebuild, repair), ``remove`` (REMOVE PARTITIONING), ``by`` (PARTITION BY))
-        or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset).
+        or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset);
+        ``add_unique`` (``key``), ``add_index`` (a key that is not unique), ``drop_index`` (``name``),
+        ``rename_index`` (``name`` to ``new_name``).
     :param name: the column it applies to (the old name for change/rename).
     :param spec: the new definition (add/modify/change).
     :param new_name: the new name (rename_column).
@@ -106,6 +126,7 @@ class AlterOp:
     after: str | None = None
     columns: tuple[str, ...] = ()
     part: PartitionClause | None = None
+    key: KeySpec | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +159,8 @@ class DdlStatement:
     ``None``: a ``PARTITION BY`` not read)."""
     partitioning_unread: bool = False
     """ALTER TABLE: the statement mentions partitions in a way not read as a partition clause."""
+    unique_keys: tuple[KeySpec, ...] = ()
+    """CREATE TABLE: its unique keys (inline ones included), as written."""
 
 
 _DDL_START = re.compile(
@@ -146,6 +169,16 @@ _DDL_START = re.compile(
 _NOT_DDL_CREATE = {"DATABASE", "SCHEMA", "USER", "ROLE", "FUNCTION", "PROCEDURE", "TRIGGER", "EVENT",
                    "VIEW", "SERVER", "TABLESPACE", "LOGFILE", "SEQUENCE", "SPATIAL", "INDEX",
                    "UNIQUE", "FULLTEXT", "DEFINER", "OR", "ALGORITHM", "SQL", "AGGREGATE"}  # fmt: skip
+
+
+_SYNONYMS = {
+    "character": "char", "integer": "int", "int1": "tinyint", "int2": "smallint", "int3": "mediumint",
+    "middleint": "mediumint", "int4": "int", "int8": "bigint", "float4": "float", "float8": "double",
+    "real": "double", "dec": "decimal", "numeric": "decimal", "fixed": "decimal", "bool": "tinyint",
+    "boolean": "tinyint",
+}  # fmt: skip
+"""Type names the server stores as another (``REAL`` is ``DOUBLE`` unless ``sql_mode`` has
+``REAL_AS_FLOAT``)."""
 
 
 class _P(TokenCursor):
@@ -188,14 +221,7 @@ class _P(TokenCursor):
             return tuple(names)
 
     def column_spec(self, name: str) -> ColumnSpec:
-        type_name = self.ident().lower()
-        if type_name == "double" and self.up() == "PRECISION":
-            self.i += 1
-        if type_name in ("national", "long") and self.up() in ("CHAR", "VARCHAR", "VARBINARY", "CHARACTER"):
-            type_name = self.ident().lower()
-        if type_name == "character" and self.up() == "VARYING":
-            self.i += 1
-            type_name = "varchar"
+        type_name, national = self.type_words()
         args: list[int] = []
         labels: list[str] | None = None
         if self.eat_p("("):
@@ -211,7 +237,7 @@ class _P(TokenCursor):
                 elif t.kind == "num":
                     args.append(int(float(t.text)))
         unsigned = charset = collation = None
-        primary = not_null = auto_increment = generated = zerofill = False
+        primary = not_null = auto_increment = generated = zerofill = unique = False
         default: Default | None = None
         # attributes up to the end of this definition
         while self.i < len(self.t):
@@ -245,6 +271,14 @@ class _P(TokenCursor):
                 continue
             elif u == "PRIMARY" and self.up(1) == "KEY":
                 primary = not_null = True
+                self.i += 1
+            elif u == "UNIQUE":
+                unique = True
+                self.i += 1
+                self.eat("KEY")
+                continue
+            elif u == "KEY":  # KEY alone is PRIMARY KEY
+                primary = not_null = True
             elif u in ("FIRST", "AFTER"):
                 break
             if t.kind == "p" and t.text == "(":
@@ -253,10 +287,92 @@ class _P(TokenCursor):
             self.i += 1
         if type_name == "serial":
             type_name, unsigned, not_null, auto_increment = "bigint", True, True, True
+        elif type_name == "float" and len(args) == 1 and args[0] > 24:
+            type_name, args = "double", []  # FLOAT(p): a DOUBLE from 25 bits of precision on
+        elif type_name == "float" and len(args) == 1:
+            args = []
+        if national and charset is None:
+            charset = "utf8mb3"  # NCHAR, NVARCHAR, NATIONAL ...: the server's national charset
         return ColumnSpec(
             name, type_name, bool(unsigned), tuple(labels) if labels is not None else None, charset,
             collation, primary, tuple(args), not_null, default, auto_increment, generated, zerofill,
+            unique and not primary,
         )  # fmt: skip
+
+    def key_parts(self) -> tuple[tuple[str, ...], bool]:
+        """At ``(``: a key's columns, and whether one has a prefix length (or is an expression)."""
+        names: list[str] = []
+        prefix = False
+        if not self.eat_p("("):
+            return (), True
+        while self.peek() is not None:
+            t = self.peek()
+            assert t is not None
+            if t.kind == "p" and t.text == "(":
+                self.skip_parens()  # an expression (MySQL 8's functional key part)
+                prefix = True
+            else:
+                names.append(self.ident())
+            if self.peek() is not None and self.peek().kind == "p" and self.peek().text == "(":  # type: ignore[union-attr]
+                self.skip_parens()
+                prefix = True
+            self.eat("ASC", "DESC")
+            if self.eat_p(","):
+                continue
+            self.eat_p(")")
+            break
+        return tuple(names), prefix
+
+    def unique_key(self, name: str | None) -> KeySpec:
+        """At ``UNIQUE``: read ``UNIQUE [KEY|INDEX] [IF NOT EXISTS] [name] [USING t] (cols) ...``."""
+        self.i += 1
+        self.eat("KEY", "INDEX")
+        if self.up() == "IF":
+            self.i += 1
+            self.eat("NOT")
+            self.eat("EXISTS")
+        t = self.peek()
+        if t is not None and t.kind in ("id", "qid") and t.upper not in ("USING", "TYPE"):
+            name = self.ident()
+        hashed = False
+        while self.up() in ("USING", "TYPE"):
+            self.i += 1
+            hashed = hashed or self.up() == "HASH"
+            self.i += 1
+        columns, prefix = self.key_parts()
+        while self.peek() is not None and not (self.peek().kind == "p" and self.peek().text in (",", ")")):  # type: ignore[union-attr]
+            hashed = hashed or (self.up() == "HASH" and self.up(-1) in ("USING", "TYPE"))
+            if self.peek().kind == "p" and self.peek().text == "(":  # type: ignore[union-attr]
+                self.skip_parens()
+                continue
+            self.i += 1
+        return KeySpec(name, columns, not (prefix or hashed))
+
+    def type_words(self) -> tuple[str, bool]:
+        """Read a column's type name, synonyms folded to the name the server reports
+        (``information_schema.COLUMNS.DATA_TYPE``); and whether it is a national character type."""
+        word = self.ident().lower()
+        national = word in ("national", "nchar", "nvarchar")
+        if word == "national":
+            word = self.ident().lower()  # NATIONAL CHAR / CHARACTER / VARCHAR
+        if word == "nchar":
+            word = "char"
+        elif word == "nvarchar":
+            word = "varchar"
+        if word == "long":  # LONG, LONG VARCHAR, LONG CHAR VARYING: MEDIUMTEXT; LONG VARBINARY
+            if self.up() == "VARBINARY":
+                self.i += 1
+                return "mediumblob", False
+            if self.up() in ("VARCHAR", "CHAR", "CHARACTER"):
+                self.i += 1
+                self.eat("VARYING")
+            return "mediumtext", False
+        if word == "double" and self.up() == "PRECISION":
+            self.i += 1
+        if word in ("char", "character") and self.up() in ("VARYING", "VARCHAR"):
+            self.i += 1
+            word = "varchar"
+        return _SYNONYMS.get(word, word), national
 
     def default_value(self) -> Default:
         """After ``DEFAULT``: read the default (see :class:`Default`)."""
@@ -331,14 +447,20 @@ def _create(p: _P) -> DdlStatement:
         return DdlStatement("create", (table,), complete=False, if_not_exists=ine)  # ... AS SELECT
     columns: list[ColumnSpec] = []
     pk: tuple[str, ...] = ()
+    uniques: list[KeySpec] = []
     while p.peek() is not None:
         u = p.up()
+        symbol = None
         if u == "CONSTRAINT":
             p.i += 1
-            if p.up() != "PRIMARY" and p.peek() is not None and p.peek().kind in ("id", "qid"):  # type: ignore[union-attr]
-                p.i += 1
+            nxt = p.peek()
+            if p.up() not in ("PRIMARY", "UNIQUE") and nxt is not None and nxt.kind in ("id", "qid"):
+                symbol = p.ident()
             u = p.up()
-        if u == "PRIMARY" and p.up(1) == "KEY":
+        if u == "UNIQUE":
+            uniques.append(p.unique_key(symbol))
+            p.skip_clause()
+        elif u == "PRIMARY" and p.up(1) == "KEY":
             p.i += 2
             while p.peek() is not None and not (p.peek().kind == "p" and p.peek().text == "("):  # type: ignore[union-attr]
                 p.i += 1  # USING BTREE, index name
@@ -352,6 +474,8 @@ def _create(p: _P) -> DdlStatement:
             columns.append(spec)
             if spec.primary:
                 pk = (spec.name,)
+            if spec.unique:
+                uniques.append(KeySpec(None, (spec.name,)))
         if p.eat_p(","):
             continue
         p.eat_p(")")
@@ -359,7 +483,7 @@ def _create(p: _P) -> DdlStatement:
     charset, partitioning = _table_options(p)
     return DdlStatement(
         "create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset,
-        if_not_exists=ine, partitioning=partitioning,
+        if_not_exists=ine, partitioning=partitioning, unique_keys=tuple(uniques),
     )  # fmt: skip
 
 
@@ -404,12 +528,16 @@ def _alter(p: _P) -> DdlStatement:
                 p.eat("NOT")
                 p.eat("EXISTS")
             u2 = p.up()
+            symbol = None
             if u2 == "CONSTRAINT":
                 p.i += 1
-                if p.up() != "PRIMARY":
-                    p.i += 1
+                if p.up() not in ("PRIMARY", "UNIQUE"):
+                    symbol = p.ident()
                 u2 = p.up()
-            if u2 == "PRIMARY" and p.up(1) == "KEY":
+            if u2 == "UNIQUE":
+                ops.append(AlterOp("add_unique", key=p.unique_key(symbol)))
+                p.skip_clause()
+            elif u2 == "PRIMARY" and p.up(1) == "KEY":
                 p.i += 2
                 while p.peek() is not None and not (p.peek().kind == "p" and p.peek().text == "("):  # type: ignore[union-attr]
                     p.i += 1
@@ -428,11 +556,15 @@ def _alter(p: _P) -> DdlStatement:
                 "PERIOD",
                 "SYSTEM",
             ):
+                if u2 in ("KEY", "INDEX", "FULLTEXT", "SPATIAL"):
+                    ops.append(AlterOp("add_index"))  # re-sorts the keys (see schema._keyed)
                 p.skip_clause()
             elif p.eat_p("("):
                 while True:
                     name = p.ident()
-                    ops.append(AlterOp("add", name, p.column_spec(name)))
+                    spec = p.column_spec(name)
+                    ops.append(AlterOp("add", name, spec))
+                    ops.extend(_inline_keys(spec))
                     if p.eat_p(","):
                         continue
                     p.eat_p(")")
@@ -442,8 +574,7 @@ def _alter(p: _P) -> DdlStatement:
                 spec = p.column_spec(name)
                 first, after = _placement(p)
                 ops.append(AlterOp("add", name, spec, first=first, after=after))
-                if spec.primary:
-                    ops.append(AlterOp("add_pk", columns=(name,)))
+                ops.extend(_inline_keys(spec))
         elif u == "DROP":
             p.i += 1
             if p.up() == "PRIMARY" and p.up(1) == "KEY":
@@ -452,7 +583,14 @@ def _alter(p: _P) -> DdlStatement:
             elif p.up() == "PARTITION":
                 # partition operations stand alone in a statement (names, commas...)
                 ops.append(_partition(p, "drop"))
-            elif p.up() in _INDEX_WORDS or p.up() == "CONSTRAINT":
+            elif p.up() in ("INDEX", "KEY", "CONSTRAINT"):
+                p.i += 1
+                if p.up() == "IF":
+                    p.i += 1
+                    p.eat("EXISTS")
+                ops.append(AlterOp("drop_index", p.ident()))
+                p.skip_clause()
+            elif p.up() in _INDEX_WORDS:
                 p.skip_clause()
             else:
                 p.eat("COLUMN")
@@ -469,6 +607,7 @@ def _alter(p: _P) -> DdlStatement:
             spec = p.column_spec(name)
             first, after = _placement(p)
             ops.append(AlterOp("modify", name, spec, first=first, after=after))
+            ops.extend(_inline_keys(spec))
         elif u == "CHANGE":
             p.i += 1
             p.eat("COLUMN")
@@ -479,6 +618,7 @@ def _alter(p: _P) -> DdlStatement:
             spec = p.column_spec(new)
             first, after = _placement(p)
             ops.append(AlterOp("change", old, spec, new_name=new, first=first, after=after))
+            ops.extend(_inline_keys(spec))
         elif u == "RENAME":
             p.i += 1
             if p.eat("COLUMN"):
@@ -486,6 +626,10 @@ def _alter(p: _P) -> DdlStatement:
                 p.eat("TO")
                 ops.append(AlterOp("rename_column", old, new_name=p.ident()))
             elif p.up() in ("INDEX", "KEY"):
+                p.i += 1
+                old = p.ident()
+                p.eat("TO")
+                ops.append(AlterOp("rename_index", old, new_name=p.ident()))
                 p.skip_clause()
             else:
                 p.eat("TO", "AS")
@@ -545,6 +689,15 @@ _PARTITION_VERBS = {
 def _partition(p: _P, verb: str) -> AlterOp:
     """A partition clause (they stand alone: read to the statement's end)."""
     return AlterOp("partition", verb, part=partitions.parse_alter_partition(p, verb))
+
+
+def _inline_keys(spec: ColumnSpec) -> list[AlterOp]:
+    """The keys a column definition in an ALTER declares (``PRIMARY KEY``, ``UNIQUE``)."""
+    if spec.primary:
+        return [AlterOp("add_pk", columns=(spec.name,))]
+    if spec.unique:
+        return [AlterOp("add_unique", key=KeySpec(None, (spec.name,)))]
+    return []
 
 
 def _placement(p: _P) -> tuple[bool, str | None]:

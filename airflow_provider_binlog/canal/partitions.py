@@ -140,8 +140,10 @@ def partitioning_of(ts: TableSchema | None) -> Partitioning | None:
 def with_partitioning(ts: TableSchema, partitioning: Partitioning | None) -> TableSchema:
     """``ts`` knowing ``partitioning`` (``None``: a plain ``TableSchema``, partitioning not known)."""
     if partitioning is None:
-        return TableSchema(ts.schema, ts.table, ts.columns, ts.primary_key)
-    return PartitionedTableSchema(ts.schema, ts.table, ts.columns, ts.primary_key, partitioning)
+        return TableSchema(ts.schema, ts.table, ts.columns, ts.primary_key, ts.unique_keys)
+    return PartitionedTableSchema(
+        ts.schema, ts.table, ts.columns, ts.primary_key, ts.unique_keys, partitioning=partitioning
+    )
 
 
 # ---- JSON (the schema history's records) ----------------------------------------------------------

@@ -33,7 +33,11 @@ Stored in the meta manager under the client node (one record per table)::
           "information_schema"|"table_map", "dropped": false,
           "columns": [{"name","type","unsigned","collation","charset","enum","set","nullable",
                        "precision","scale","fsp","meta"}...],
-          "pk": ["id"], "partitioning": {...} | null}, ...]
+          "pk": ["id"], "unique": [["PRIMARY", ["id"], true], ["uk", ["a", "b"], false]],
+          "partitioning": {...} | null}, ...]
+
+``unique``: the unique keys that may be the primary key, in the server's key order (``pk`` is the
+one the server chose: see :class:`~airflow_provider_binlog.binlog.columns.TableSchema`).
 
 ``partitioning`` (:mod:`.partitions`): the table's partitioning when known (``{"method": ""}``: not
 partitioned), ``null`` or absent when not known (records written before it was kept load so).
@@ -55,7 +59,7 @@ from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal import partitions
-from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, tokenize
+from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, KeySpec, tokenize
 from airflow_provider_binlog.canal.errors import MetaConflictError
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
@@ -199,6 +203,7 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
     return ColumnDef(
         name=spec.name,
         type=ctype,
+        nullable=spec.generated or not (spec.not_null or spec.primary),
         unsigned=spec.unsigned,
         collation=collation,
         charset=collation_codec(collation),
@@ -209,6 +214,89 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         zerofill=spec.zerofill,
         **type_details(ctype, first, args[1] if len(args) > 1 else None, first),
     )
+
+
+_LONG_UNIQUE = frozenset({T.TINY_BLOB, T.BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.JSON, T.GEOMETRY})
+"""Types whose whole-column unique key is a hash the server never makes the primary key."""
+
+
+def _canonical(cols: Iterable[ColumnDef], names: Iterable[str]) -> tuple[str, ...]:
+    """Key column names as the columns are named (identifiers are case-insensitive).
+
+    :raises KeyError: a name that is not a column.
+    """
+    by_name = {c.name.lower(): c.name for c in cols}
+    return tuple(by_name[n.lower()] for n in names)
+
+
+UniqueKey = tuple[str, tuple[str, ...], bool | None]
+"""A unique key as the history keeps it (``None``: made by the statement being applied)."""
+
+
+def _add_unique(cols: list[ColumnDef], keys: list[UniqueKey], key: KeySpec, taken: set[str]) -> None:
+    """Append a ``UNIQUE`` key that can be the primary key (named as the server names it)."""
+    columns = _canonical(cols, key.columns)
+    name = key.name
+    if name is None:  # the server names it after its first column: a, a_2, a_3...
+        name, n = columns[0], 2
+        while name.lower() in taken:
+            name, n = f"{columns[0]}_{n}", n + 1
+    taken.add(name.lower())
+    types = {c.name: c.type for c in cols}
+    if key.shaped and columns and not any(types[c] in _LONG_UNIQUE for c in columns):
+        keys.append((name, columns, None))
+
+
+_KEY_CHANGES = frozenset({"add_unique", "add_index", "drop_index", "add_pk", "drop_pk"})
+
+
+def _keyed(schema: str, table: str, cols: Iterable[ColumnDef], keys: Iterable[UniqueKey]) -> TableSchema:
+    """A table whose primary key is the one the server chooses: the declared one, else its first
+    unique key in the server's key order when that key's columns are all NOT NULL now.
+
+    The server orders keys: the primary key, unique keys made on NOT NULL columns, other unique
+    keys, each group in the order it had before (a new key after the existing ones), re-sorted at
+    every ALTER. "Made on NOT NULL columns" is decided when the keys are made (``None`` here: by the
+    statement being applied; ``CREATE``, ``LIKE``, an ``ALTER`` that adds or drops a key) and lost
+    once one of its columns allows NULL: a ``MODIFY ... NOT NULL`` alone makes a key the primary key
+    only when it is first anyway (as MariaDB 10.11 does).
+    """
+    cols = tuple(cols)
+    nullable = {c.name for c in cols if c.nullable}
+    made = [(k, kc, (flag is not False) and not any(c in nullable for c in kc)) for k, kc, flag in keys]
+
+    def group(key: tuple[str, tuple[str, ...], bool]) -> int:
+        if key[0].upper() == "PRIMARY":
+            return 0
+        return 1 if key[2] else 2
+
+    ordered = tuple(sorted(made, key=group))
+    first = ordered[0][1] if ordered else ()
+    pk = first if not any(c in nullable for c in first) else ()
+    return TableSchema(schema, table, cols, pk, ordered)
+
+
+def _unique_rows(
+    key_rows: Iterable[tuple[Any, ...]], column_rows: Iterable[tuple[Any, ...]]
+) -> list[UniqueKey]:
+    """The unique keys that can be the primary key, from ``information_schema.STATISTICS`` rows
+    ``(index, column, seq, sub_part, index_type)``; the one the server chose is the one whose
+    columns are marked ``PRI`` in ``COLUMNS`` (``column_rows``), first whatever its name. Without one,
+    no key was made on NOT NULL columns (whatever they are now)."""
+    parts: dict[str, list[tuple[int, str]]] = {}
+    shaped: dict[str, bool] = {}
+    for index, column, seq, sub_part, index_type in key_rows:
+        parts.setdefault(str(index), []).append((int(seq), str(column)))
+        ok = sub_part is None and str(index_type).upper() != "HASH" and column is not None
+        shaped[str(index)] = shaped.get(str(index), True) and ok
+    chosen = {str(r[0]) for r in column_rows if str(r[5]).upper() == "PRI"}
+    flag: bool | None = None if chosen else False
+    keys: list[UniqueKey] = [(n, tuple(c for _, c in sorted(p)), flag) for n, p in parts.items() if shaped[n]]
+    for i, (_, columns, _) in enumerate(keys):
+        if chosen and set(columns) == chosen:
+            keys.insert(0, keys.pop(i))
+            break
+    return keys
 
 
 def _labels(column_type: str) -> tuple[str, ...]:
@@ -262,6 +350,9 @@ class SchemaHistory:
                         table,
                         tuple(column_from_json(c) for c in v["columns"]),
                         tuple(v.get("pk") or ()),
+                        tuple(
+                            (str(u[0]), tuple(u[1]), bool(u[2:3] != [False])) for u in v.get("unique") or ()
+                        ),
                     )
                     ts = partitions.with_partitioning(ts, partitions.from_json(v.get("partitioning")))
                 versions.append(((int(v["at"][0]), int(v["at"][1])), ts, v.get("source", "")))
@@ -279,6 +370,7 @@ class SchemaHistory:
                 "dropped": ts is None,
                 "columns": [column_to_json(c) for c in ts.columns] if ts else [],
                 "pk": list(ts.primary_key) if ts else [],
+                "unique": [[k, list(c), made] for k, c, made in ts.unique_keys] if ts else [],
                 "partitioning": partitions.to_json(partitions.partitioning_of(ts)),
             }
             for key, ts, source in versions
@@ -401,9 +493,10 @@ class SchemaHistory:
                     ),
                 )
             )
-        pk_rows = self._query(
-            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        # unique keys in the server's key order (the order STATISTICS lists them in)
+        key_rows = self._query(
+            "SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX, SUB_PART, INDEX_TYPE FROM "
+            "information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0",
             (schema, table),
         )
         charset_rows = self._query(
@@ -414,7 +507,7 @@ class SchemaHistory:
         )
         if charset_rows:
             self._table_charsets[(schema, table)] = str(charset_rows[0][0])
-        ts = TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+        ts = _keyed(schema, table, cols, _unique_rows(key_rows, rows))
         if with_partitioning:
             ts = partitions.with_partitioning(ts, self.partitioning_from_information_schema(schema, table))
         return ts
@@ -523,21 +616,40 @@ class SchemaHistory:
             prev = self.at(stmt.like[0], stmt.like[1], key)
             if not prev or prev[0] is None:
                 return None
-            return partitions.with_partitioning(replace(prev[0], schema=schema, table=table), None)
+            like = prev[0]  # the copy's keys are made anew: on its columns' NULL-ness now
+            keys: list[UniqueKey] = [(k, kc, None) for k, kc, _ in like.unique_keys]
+            if not keys and like.primary_key:
+                keys = [("PRIMARY", like.primary_key, True)]
+            return _keyed(schema, table, like.columns, keys)
         if not stmt.complete or not stmt.columns:
             return self.from_information_schema(schema, table)
         coll = self.collations()
         if stmt.default_charset:
             self._table_charsets[(schema, table)] = stmt.default_charset
         cs = self._table_charsets.get((schema, table))
-        cols = tuple(spec_to_column(c, coll, cs) for c in stmt.columns)
-        return partitions.with_partitioning(
-            TableSchema(schema, table, cols, stmt.primary_key), stmt.partitioning
-        )
+        cols = [spec_to_column(c, coll, cs) for c in stmt.columns]
+        keys = []
+        try:
+            if stmt.primary_key:
+                pk = _canonical(cols, stmt.primary_key)
+                keys.append(("PRIMARY", pk, True))
+                cols = [replace(c, nullable=False) if c.name in pk else c for c in cols]
+            taken = {"primary"}
+            for unique in stmt.unique_keys:
+                _add_unique(cols, keys, unique, taken)
+        except KeyError as exc:
+            log.warning(
+                "CREATE TABLE %s.%s: key on unknown column %s; using information_schema", schema, table, exc
+            )
+            return self.from_information_schema(schema, table)
+        return partitions.with_partitioning(_keyed(schema, table, cols, keys), stmt.partitioning)
 
     def _altered(self, base: TableSchema, stmt: DdlStatement) -> TableSchema | None:
         cols = list(base.columns)
-        pk = list(base.primary_key)
+        keys: list[UniqueKey] = list(base.unique_keys)
+        if not keys and base.primary_key:
+            keys = [("PRIMARY", base.primary_key, True)]
+        taken = {"primary"} | {k[0].lower() for k in keys}
         coll = self.collations()
         cs = self._table_charsets.get((base.schema, base.table))
 
@@ -555,13 +667,17 @@ class SchemaHistory:
             else:
                 cols.append(col)
 
+        def rename(old: str, new: str) -> None:
+            keys[:] = [(k, tuple(new if c.lower() == old.lower() else c for c in kc), f) for k, kc, f in keys]
+
         try:
             for op in stmt.ops:
                 if op.op == "add" and op.spec is not None:
                     place(spec_to_column(op.spec, coll, cs), op.first, op.after)
                 elif op.op == "drop":
-                    del cols[index(op.name)]
-                    pk = [c for c in pk if c.lower() != op.name.lower()]
+                    gone = cols.pop(index(op.name)).name
+                    cut = ((k, tuple(c for c in kc if c != gone), f) for k, kc, f in keys)
+                    keys[:] = [key for key in cut if key[1]]
                 elif op.op in ("modify", "change") and op.spec is not None:
                     i = index(op.name)
                     old = cols.pop(i)
@@ -570,22 +686,36 @@ class SchemaHistory:
                         place(new, op.first, op.after)
                     else:
                         cols.insert(i, new)
-                    if op.op == "change" and old.name != new.name:
-                        pk = [new.name if c.lower() == old.name.lower() else c for c in pk]
+                    if old.name != new.name:  # CHANGE, or MODIFY spelling the name in another case
+                        rename(old.name, new.name)
                 elif op.op == "rename_column":
                     i = index(op.name)
+                    rename(cols[i].name, op.new_name)
                     cols[i] = replace(cols[i], name=op.new_name)
-                    pk = [op.new_name if c.lower() == op.name.lower() else c for c in pk]
                 elif op.op == "add_pk":
-                    pk = list(op.columns)
+                    pk = _canonical(cols, op.columns)
+                    keys[:] = [("PRIMARY", pk, True)] + [k for k in keys if k[0].upper() != "PRIMARY"]
+                    cols = [replace(c, nullable=False) if c.name in pk else c for c in cols]
                 elif op.op == "drop_pk":
-                    pk = []
+                    keys[:] = [k for k in keys if k[0].upper() != "PRIMARY"]
+                elif op.op == "add_unique" and op.key is not None:
+                    _add_unique(cols, keys, op.key, taken)
+                elif op.op == "drop_index":
+                    keys[:] = [k for k in keys if k[0].lower() != op.name.lower()]
+                    taken.discard(op.name.lower())
+                elif op.op == "rename_index":
+                    keys[:] = [
+                        (op.new_name if k.lower() == op.name.lower() else k, kc, f) for k, kc, f in keys
+                    ]
+                    taken.add(op.new_name.lower())
         except KeyError as exc:
             log.warning(
                 "DDL on %s.%s names unknown column %s; using information_schema", base.schema, base.table, exc
             )
             return None
-        return TableSchema(base.schema, base.table, tuple(cols), tuple(pk))
+        if any(op.op in _KEY_CHANGES for op in stmt.ops):  # the keys are made anew
+            keys[:] = [(k, kc, None) for k, kc, _ in keys]
+        return _keyed(base.schema, base.table, cols, keys)
 
     # -- the parser hook ------------------------------------------------------------------------
 

@@ -185,7 +185,11 @@ def _fold_python(piece: Piece, changes: Sequence[RowChange], table: str) -> None
                     existing = True
                 state[old] = [None, None, meta] if with_meta else None
     except KeyError as exc:
-        raise MissingKeyError(f"key column {exc.args[0]!r} is missing from a row image of {table}") from None
+        raise MissingKeyError(
+            f"key column {exc.args[0]!r} is missing from a row image of {table} at {c.position} "
+            f"(source {c.schema}.{c.table}, key {tuple(piece.keys)}): set TargetOptions(key_columns=(...)) "
+            "to columns its row images hold"
+        ) from None
     piece.inserts += inserts
     piece.updates += updates
     piece.deletes += deletes

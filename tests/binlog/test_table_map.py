@@ -228,13 +228,17 @@ def test_resolver_returning_none_keeps_the_binlog_view() -> None:
     assert tm.table_schema.column_names == ("@1",) and not tm.resolved
 
 
-def test_resolver_may_mark_mariadb_text_as_json() -> None:
-    body = table_map_body([T.LONG, T.BLOB], b"\x04", 0b10, field(M.COLUMN_CHARSET, lenenc(46)), table_id=81)
+def test_resolver_json_on_mariadb_text_keeps_the_text() -> None:
+    """MariaDB's JSON is a LONGTEXT: a resolver that says JSON (the DDL did) leaves it text, so the
+    document reaches the lake exactly as written, as with FULL metadata (issue 42)."""
     resolved = TableSchema("shop", "orders", (ColumnDef("id", T.LONG), ColumnDef("doc", T.JSON)))
-    ctx = DecodeContext(flavor="mariadb", schema_resolver=lambda tm: resolved)
-    tm = TableMapEvent.decode(memoryview(body), ctx)
-    assert tm.table_schema.columns[1].type == T.JSON
-    doc = b'{"a": [1, 2.5]}'
-    row_bytes = b"\x00" + struct.pack("<i", 1) + struct.pack("<I", len(doc)) + doc
-    dec = tm.row_decoder()
-    assert dec.decode_rows(row_bytes, 0, len(row_bytes), b"\x03") == [{"id": 1, "doc": {"a": [1, 2.5]}}]
+    for charset_field in ((field(M.COLUMN_CHARSET, lenenc(46)),), ()):  # FULL-like, MINIMAL
+        body = table_map_body([T.LONG, T.BLOB], b"\x04", 0b10, *charset_field, table_id=81)
+        ctx = DecodeContext(flavor="mariadb", schema_resolver=lambda tm: resolved)
+        tm = TableMapEvent.decode(memoryview(body), ctx)
+        col = tm.table_schema.columns[1]
+        assert (col.type, col.collation, col.charset) == (T.BLOB, 46, "utf-8")
+        doc = b'["a", "b",1]'
+        row_bytes = b"\x00" + struct.pack("<i", 1) + struct.pack("<I", len(doc)) + doc
+        dec = tm.row_decoder()
+        assert dec.decode_rows(row_bytes, 0, len(row_bytes), b"\x03") == [{"id": 1, "doc": '["a", "b",1]'}]

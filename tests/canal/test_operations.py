@@ -136,6 +136,8 @@ def test_rename_drop_table_ops_partitions_and_unknown() -> None:
     # the table existed: CREATE TABLE IF NOT EXISTS did nothing, nothing to decide (not a stop)
     assert _classify("CREATE TABLE IF NOT EXISTS t (id INT PRIMARY KEY, a INT)", BEFORE) == ("evolve", [])
     noops = ("ALTER TABLE t ADD INDEX (a)", "ALTER TABLE t COMMENT 'x'", "ALTER TABLE t ENGINE=InnoDB",
+             "ALTER TABLE t ADD UNIQUE KEY u (a), RENAME INDEX u TO v", "ALTER TABLE t DROP INDEX v",
+             "ALTER TABLE t ADD CONSTRAINT w UNIQUE (a), DROP KEY x",
              "ALTER TABLE t ALTER COLUMN a SET DEFAULT 3", "ALTER TABLE t COALESCE PARTITION 2")  # fmt: skip
     for noop in noops:
         assert _classify(noop, BEFORE) == ("evolve", []), noop
