@@ -419,10 +419,12 @@ class Drain:
     def _snapshots(self, loop: ChunkLoop) -> dict[str, int]:
         """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest
         snapshot that names this destination), for every table the run committed to: changes
-        (``tables``, ``commits`` > 0) or a re-snapshot. The summary's ``snapshots``; a failure to
-        read them is reported and leaves them out."""
+        (``tables``, ``commits`` > 0), changes an earlier attempt committed and this one skipped
+        (``skipped`` > 0: that attempt failed before its acks, so it announced nothing) or a
+        re-snapshot. The summary's ``snapshots``; a failure to read them is reported and leaves
+        them out."""
         merger: Any = loop.merger
-        committed = [t for t, counts in loop.totals.items() if counts.get("commits")]
+        committed = [t for t, counts in loop.totals.items() if counts.get("commits") or counts.get("skipped")]
         committed += [r.target for r in loop.resnapshots if not r.gone]
         if merger is None or not committed:
             return {}

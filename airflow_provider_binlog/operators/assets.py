@@ -14,9 +14,12 @@ alias (any table of the load).
 
 **Events.** :func:`emit_events`, after the drain: one event per lake table the run committed to
 (changes merged, a TRUNCATE or DDL applied, or a re-snapshot), none for the others: a run that
-merged nothing emits nothing. A declared table's event goes through its asset; declared tables
-without a commit are taken out of this run's outlets (Airflow emits an event for every outlet of a
-successful task); any other table's through the alias. The event's ``extra``::
+merged nothing emits nothing. A table whose changes an earlier, failed attempt of the task committed
+and never acked (a crash between commit and ack: this attempt finds them in the lake and skips
+them, ``skipped`` > 0) gets its event from this attempt, since a failed attempt emits none: every
+change that reaches the lake is announced once. A declared table's event goes through its asset;
+declared tables without a commit are taken out of this run's outlets (Airflow emits an event for
+every outlet of a successful task); any other table's through the alias. The event's ``extra``::
 
     {"destination": "shop", "table": "lake.shop.orders",
      "inserted": 12, "updated": 3, "deleted": 1, "upserted": 14, "appended": 0, "truncated": 0,
@@ -94,7 +97,7 @@ def committed_tables(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     snapshots = summary.get("snapshots") or {}
     found: dict[str, dict[str, Any]] = {}
     for table, counts in (summary.get("tables") or {}).items():
-        if counts.get("commits"):
+        if counts.get("commits") or counts.get("skipped"):  # skipped: an earlier attempt committed them
             found[table] = {"destination": common["destination"], "table": table, **counts}
     for done in summary.get("resnapshots") or ():
         if done.get("gone"):

@@ -30,14 +30,20 @@ def _summary() -> dict[str, Any]:
         "end": "mysql-bin.000001:900",
         "tables": {
             "lake.shop.orders": {**COUNTS, "skipped": 0, "commits": 1},
-            "lake.shop.customers": {**COUNTS, "skipped": 6, "commits": 0},  # all held already
+            "lake.shop.customers": {**COUNTS, "skipped": 6, "commits": 0},  # an earlier attempt's commit
+            "lake.shop.idle": {**COUNTS, "skipped": 0, "commits": 0},
             "lake.shop.x_1": {**COUNTS, "skipped": 0, "commits": 2},
         },
         "resnapshots": [
             {"target": "lake.shop.products", "rows": 10, "start": "mysql-bin.000001:500", "gone": False},
             {"target": "lake.shop.gone", "rows": 0, "start": "mysql-bin.000001:600", "gone": True},
         ],
-        "snapshots": {"lake.shop.orders": 11, "lake.shop.x_1": 12, "lake.shop.products": 13},
+        "snapshots": {
+            "lake.shop.orders": 11,
+            "lake.shop.x_1": 12,
+            "lake.shop.products": 13,
+            "lake.shop.customers": 14,
+        },
     }
 
 
@@ -67,7 +73,10 @@ def test_outlets_declared_by_the_operator() -> None:
 def test_events_only_for_committed_tables() -> None:
     summary = _summary()
     tables = committed_tables(summary)
-    assert set(tables) == {"lake.shop.orders", "lake.shop.x_1", "lake.shop.products"}
+    # customers: its changes were committed by a failed attempt (no event then), skipped by this one
+    assert set(tables) == {"lake.shop.orders", "lake.shop.customers", "lake.shop.x_1", "lake.shop.products"}
+    customers_extra = tables["lake.shop.customers"]
+    assert customers_extra["skipped"] == 6 and customers_extra["snapshot_id"] == 14
     assert tables["lake.shop.orders"] == {
         "destination": "shop", "table": "lake.shop.orders", **COUNTS, "skipped": 0, "commits": 1,
         "start": "mysql-bin.000001:4", "end": "mysql-bin.000001:900", "snapshot_id": 11,
@@ -77,8 +86,10 @@ def test_events_only_for_committed_tables() -> None:
     orders, customers = Asset("iceberg://lake/shop/orders"), Asset("iceberg://lake/shop/customers")
     products, alias = Asset("iceberg://lake/shop/products"), AssetAlias("binlog-cdc:d.load")
     events = OutletEventAccessors()
-    keep, missed = emit_events([orders, customers, products, alias], events, summary)
-    assert keep == [orders, products, alias] and missed == []
+    idle = Asset("iceberg://lake/shop/idle")
+    keep, missed = emit_events([orders, customers, idle, products, alias], events, summary)
+    assert keep == [orders, customers, products, alias] and missed == []
+    assert events[customers].extra == tables["lake.shop.customers"]
     assert events[orders].extra == tables["lake.shop.orders"]
     assert events[products].extra["snapshot_id"] == 13
     (dynamic,) = events[alias].asset_alias_events
@@ -86,7 +97,8 @@ def test_events_only_for_committed_tables() -> None:
 
     events = OutletEventAccessors()
     keep, missed = emit_events([orders], events, summary)  # no alias: the others cannot be emitted
-    assert keep == [orders] and sorted(missed) == ["lake.shop.products", "lake.shop.x_1"]
+    assert keep == [orders]
+    assert sorted(missed) == ["lake.shop.customers", "lake.shop.products", "lake.shop.x_1"]
 
     nothing = {**summary, "tables": {"lake.shop.orders": {**COUNTS, "commits": 0}}, "resnapshots": []}
     events = OutletEventAccessors()
