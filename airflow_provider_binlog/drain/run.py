@@ -416,24 +416,25 @@ class Drain:
         )
         return summary
 
-    def _snapshots(self, loop: ChunkLoop) -> dict[str, int]:
+    def _snapshots(self, loop: ChunkLoop) -> dict[str, str]:
         """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest
         snapshot that names this destination), for every table the run committed to: changes
         (``tables``, ``commits`` > 0), changes an earlier attempt committed and this one skipped
         (``skipped`` > 0: that attempt failed before its acks, so it announced nothing) or a
-        re-snapshot. The summary's ``snapshots``; a failure to read them is reported and leaves
-        them out."""
+        re-snapshot. The summary's ``snapshots``, each id as a string of its digits: a 64-bit id
+        as a JSON number loses digits wherever JSON numbers are doubles (the Airflow UI,
+        JavaScript). A failure to read them is reported and leaves them out."""
         merger: Any = loop.merger
         committed = [t for t, counts in loop.totals.items() if counts.get("commits") or counts.get("skipped")]
         committed += [r.target for r in loop.resnapshots if not r.gone]
         if merger is None or not committed:
             return {}
-        found: dict[str, int] = {}
+        found: dict[str, str] = {}
         try:  # several tables read at once (lake/runner.py: TargetRunner.map)
             for marks in merger.runner.map(merger.committed, dict.fromkeys(committed)):
                 for name, mark in marks.items():
                     if mark is not None and mark.snapshot_id >= 0:
-                        found[name] = mark.snapshot_id
+                        found[name] = str(mark.snapshot_id)
         except Exception as exc:  # the run is committed and acked: it does not fail for this
             self.report(
                 logging.WARNING,

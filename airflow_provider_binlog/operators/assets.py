@@ -25,11 +25,12 @@ every outlet of a successful task); any other table's through the alias. The eve
      "inserted": 12, "updated": 3, "deleted": 1, "upserted": 14, "appended": 0, "truncated": 0,
      "skipped": 0, "commits": 1,                       # the run's counts for this table
      "start": "mysql-bin.000003:4", "end": "mysql-bin.000003:9120",   # the run's binlog range
-     "snapshot_id": 6254170325043210391}               # Iceberg snapshot after the run's commit
+     "snapshot_id": "6254170325043210391"}             # Iceberg snapshot after the run's commit
 
 plus ``"resnapshot": {"rows": ..., "start": "file:pos"}`` for a re-snapshotted table (the counts
-then hold the changes merged besides it, if any). ``snapshot_id`` is absent only when it could not
-be read (the task log says why).
+then hold the changes merged besides it, if any). ``snapshot_id`` is a string of the id's digits (a
+64-bit id as a JSON number is rounded by the UI and any JavaScript reader); read the table with
+``VERSION AS OF <snapshot_id>``. It is absent only when it could not be read (the task log says why).
 """
 
 from __future__ import annotations

@@ -39,10 +39,10 @@ def _summary() -> dict[str, Any]:
             {"target": "lake.shop.gone", "rows": 0, "start": "mysql-bin.000001:600", "gone": True},
         ],
         "snapshots": {
-            "lake.shop.orders": 11,
-            "lake.shop.x_1": 12,
-            "lake.shop.products": 13,
-            "lake.shop.customers": 14,
+            "lake.shop.orders": "8419940643595983211",
+            "lake.shop.x_1": "8419940643595983212",
+            "lake.shop.products": "8419940643595983213",
+            "lake.shop.customers": "8419940643595983214",
         },
     }
 
@@ -76,10 +76,10 @@ def test_events_only_for_committed_tables() -> None:
     # customers: its changes were committed by a failed attempt (no event then), skipped by this one
     assert set(tables) == {"lake.shop.orders", "lake.shop.customers", "lake.shop.x_1", "lake.shop.products"}
     customers_extra = tables["lake.shop.customers"]
-    assert customers_extra["skipped"] == 6 and customers_extra["snapshot_id"] == 14
+    assert customers_extra["skipped"] == 6 and customers_extra["snapshot_id"] == "8419940643595983214"
     assert tables["lake.shop.orders"] == {
         "destination": "shop", "table": "lake.shop.orders", **COUNTS, "skipped": 0, "commits": 1,
-        "start": "mysql-bin.000001:4", "end": "mysql-bin.000001:900", "snapshot_id": 11,
+        "start": "mysql-bin.000001:4", "end": "mysql-bin.000001:900", "snapshot_id": "8419940643595983211",
     }  # fmt: skip
     assert tables["lake.shop.products"]["resnapshot"] == {"rows": 10, "start": "mysql-bin.000001:500"}
 
@@ -91,9 +91,10 @@ def test_events_only_for_committed_tables() -> None:
     assert keep == [orders, customers, products, alias] and missed == []
     assert events[customers].extra == tables["lake.shop.customers"]
     assert events[orders].extra == tables["lake.shop.orders"]
-    assert events[products].extra["snapshot_id"] == 13
+    assert events[products].extra["snapshot_id"] == "8419940643595983213"
     (dynamic,) = events[alias].asset_alias_events
-    assert dynamic.dest_asset_key.uri == "iceberg://lake/shop/x_1" and dynamic.extra["snapshot_id"] == 12
+    assert dynamic.dest_asset_key.uri == "iceberg://lake/shop/x_1"
+    assert dynamic.extra["snapshot_id"] == "8419940643595983212"
 
     events = OutletEventAccessors()
     keep, missed = emit_events([orders], events, summary)  # no alias: the others cannot be emitted

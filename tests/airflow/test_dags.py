@@ -198,7 +198,7 @@ def test_asset_events_for_committed_tables_and_the_downstream_dag(
             "destination": "shop", "table": table, **summary["tables"][table],
             "start": summary["start"], "end": summary["end"], "snapshot_id": summary["snapshots"][table],
         }, event  # fmt: skip
-        assert event["extra"]["snapshot_id"] == _snapshot_id(spark, catalog + table[len("lake") :])
+        assert event["extra"]["snapshot_id"] == str(_snapshot_id(spark, catalog + table[len("lake") :]))
         assert event["dag_id"] == "example_binlog_incremental" and event["aliases"] == []
     assert CONSUMER in state["due"], state["due"]  # the scheduler would start it now
 
@@ -241,5 +241,5 @@ def test_asset_events_for_committed_tables_and_the_downstream_dag(
     assert event["uri"] == "iceberg://lake/shop_bf/orders"
     assert event["aliases"] == ["binlog-cdc:example_binlog_backfill.backfill"], event
     extra = event["extra"]
-    assert extra["snapshot_id"] == _snapshot_id(spark, f"{catalog}.shop_bf.orders"), extra
+    assert extra["snapshot_id"] == str(_snapshot_id(spark, f"{catalog}.shop_bf.orders")), extra
     assert extra["inserted"] > 0 and extra["end"] == state["summary"]["end"], extra
