@@ -274,7 +274,8 @@ class Drain:
                 f"destination {self.destination}: reading {point} .. {stop} (start: {point.reason})",
             )
             self.retention = self._check_retention(point)
-            self.observing.lag("start", instance.client, point.position, point.skip_through is None)
+            matches = instance.config.filter.matches  # the lag is of this destination's tables only
+            self.observing.lag("start", instance.client, point.position, point.skip_through is None, matches)
             instance.meta.record_run(
                 instance.identity, settings.run_id, state="running", start=str(point), stop=str(stop),
                 try_number=settings.try_number, label=settings.label,
@@ -298,7 +299,7 @@ class Drain:
             with self._interval(point, plan), self.observing.commits():
                 loop.run()
             if (cursor := instance.cursor) is not None:
-                self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included)
+                self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included, matches)
             return self._finish(point, stop, loop)
         finally:
             instance.close()
