@@ -186,6 +186,8 @@ class Drain:
         self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
         self.held_at: float | None = None  # when this run took the destination (epoch seconds)
         self.interval: dict[str, Any] | None = None  # an interval run's ends (the summary's)
+        self.stale = False  # an earlier attempt left batches un-acked (a crash between commit and ack)
+        self.held_earlier: set[str] = set()  # targets holding such batches: that attempt committed them
         self._staging_conf: tuple[Any, str | None] | None = None  # (session, its setting before)
 
     def _spark(self) -> Any:
@@ -294,8 +296,10 @@ class Drain:
                 settings.limits, report, collector.tick, resnapshot=self._resnapshot, copies=copies,
             )  # fmt: skip
             if instance.stale_marks:
+                self.stale = True
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
                     report(logging.INFO, stale.describe())
+                    self.held_earlier.update(stale.holders)
             with self._interval(point, plan), self.observing.commits():
                 loop.run()
             if (cursor := instance.cursor) is not None:
@@ -401,6 +405,9 @@ class Drain:
             summary["cascades"] = [c.as_dict() for c in self.cascades]
         if loop.resnapshots:
             summary["resnapshots"] = [r.as_dict() for r in loop.resnapshots]
+        earlier = self._committed_earlier(loop)
+        if earlier:
+            summary["committed_earlier"] = earlier
         snapshots = self._snapshots(loop)
         if snapshots:
             summary["snapshots"] = snapshots
@@ -417,16 +424,27 @@ class Drain:
         )
         return summary
 
+    def _committed_earlier(self, loop: ChunkLoop) -> list[str]:
+        """The targets whose changes an earlier, failed attempt committed and never acked, which this
+        run found in the lake (skipped) and acked: the summary's ``committed_earlier``. That attempt
+        announced nothing (a failed task emits no asset event), so this run does (:mod:`..operators.assets`).
+        Changes skipped for another reason (a cursor moved back by hand) are not among them."""
+        if not self.stale:
+            return []
+        skipped = {t for t, counts in loop.totals.items() if counts.get("skipped")}
+        return sorted(self.held_earlier | skipped)
+
     def _snapshots(self, loop: ChunkLoop) -> dict[str, str]:
         """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest
         snapshot that names this destination), for every table the run committed to: changes
-        (``tables``, ``commits`` > 0), changes an earlier attempt committed and this one skipped
-        (``skipped`` > 0: that attempt failed before its acks, so it announced nothing) or a
-        re-snapshot. The summary's ``snapshots``, each id as a string of its digits: a 64-bit id
-        as a JSON number loses digits wherever JSON numbers are doubles (the Airflow UI,
-        JavaScript). A failure to read them is reported and leaves them out."""
+        (``tables``, ``commits`` > 0), changes an earlier, failed attempt committed and this one
+        acked (:meth:`_committed_earlier`) or a re-snapshot. The summary's ``snapshots``, each id
+        as a string of its digits: a 64-bit id as a JSON number loses digits wherever JSON numbers
+        are doubles (the Airflow UI, JavaScript). A failure to read them is reported and leaves
+        them out."""
         merger: Any = loop.merger
-        committed = [t for t, counts in loop.totals.items() if counts.get("commits") or counts.get("skipped")]
+        committed = [t for t, counts in loop.totals.items() if counts.get("commits")]
+        committed += [t for t in self._committed_earlier(loop) if t not in committed]
         committed += [r.target for r in loop.resnapshots if not r.gone]
         if merger is None or not committed:
             return {}

@@ -320,6 +320,7 @@ def test_crash_between_commit_and_ack_then_rerun(
             assert _snapshots(spark, f"lake.{ns}.{t}") == snapshots[t], f"{t} was written again"
             assert summary["tables"][f"lake.{ns}.{t}"]["commits"] == 0
         # the killed attempt announced nothing: the retry emits one event per table it found committed
+        assert summary["committed_earlier"] == sorted(f"lake.{ns}.{t}" for t in TABLE_NAMES), summary
         (alias,) = retry.outlets
         announced = {e.dest_asset_key.uri: e.extra for e in events[alias].asset_alias_events}
         assert set(announced) == {f"iceberg://lake/{ns}/{t}" for t in TABLE_NAMES}, announced
