@@ -14,7 +14,10 @@ every table is equal, 1 when any differs (or on an error)::
 
 A catalog other than the embedded Hadoop one is plain Spark configuration:
 ``--catalog lake --conf spark.sql.catalog.lake.type=rest --conf spark.sql.catalog.lake.uri=...``.
-PySpark is imported only through :mod:`airflow_provider_binlog.lake`.
+Without either (and without ``$BINLOG_CDC_WAREHOUSE``) it refuses before anything is read or
+created (:func:`check_lake`): a default warehouse would be an empty lake, every table "missing".
+A lake table that does not exist is reported as such, with the catalog location it was looked for
+in. PySpark is imported only through :mod:`airflow_provider_binlog.lake`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,11 @@ def register(subparsers: Any) -> None:
         help="source schema.table = lake catalog.namespace.table pairs, comma-separated",
     )
     lake = p.add_argument_group("lake")
-    lake.add_argument("--warehouse", help="warehouse of the embedded Hadoop catalog")
+    lake.add_argument(
+        "--warehouse",
+        help="warehouse of the embedded Hadoop catalog: the operator's warehouse= (default "
+        "$BINLOG_CDC_WAREHOUSE); required unless the catalog is given by --conf",
+    )
     lake.add_argument("--catalog", default="lake", help="Iceberg catalog name used in targets (default lake)")
     lake.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
     lake.add_argument(
@@ -147,6 +154,43 @@ def parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
+def check_lake(warehouse: str | None, catalog: str, conf: dict[str, str]) -> None:
+    """Refuse to verify against a lake nobody named: without ``--warehouse``, a catalog of the
+    user's own in ``--conf`` (its ``type``, ``catalog-impl`` or ``warehouse``) or
+    ``$BINLOG_CDC_WAREHOUSE``, Spark would create a default warehouse and find every table missing.
+    A local warehouse directory that does not exist is refused too. Nothing is created either way.
+
+    :raises ConfigurationError: naming the missing option and how the catalog is found.
+    """
+    import os
+    from pathlib import Path
+
+    from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, default_warehouse
+
+    prefix = f"spark.sql.catalog.{catalog}"
+    if {prefix, f"{prefix}.type", f"{prefix}.catalog-impl", f"{prefix}.warehouse"} & conf.keys():
+        return  # the user's own catalog settings say where the lake is
+    origin, where = "--warehouse", warehouse
+    if where is None and os.environ.get(WAREHOUSE_ENV):
+        origin, where = f"${WAREHOUSE_ENV}", os.environ[WAREHOUSE_ENV]
+    if where is None:
+        default = default_warehouse()
+        found = "it exists" if Path(default).is_dir() else "it does not exist"
+        raise ConfigurationError(
+            f"binlog-cdc verify needs to know where the lake is: give --warehouse DIR (the warehouse of "
+            f"the Hadoop catalog {catalog!r} the operator writes: its warehouse=, else ${WAREHOUSE_ENV}, "
+            f"else {default}, where {found}), or the catalog as Spark configuration (--conf "
+            f"{prefix}.type=rest --conf {prefix}.uri=...); nothing was read or created"
+        )
+    local = where[len("file://") :] if where.startswith("file://") else where
+    if "://" not in local and not Path(local).is_dir():
+        raise ConfigurationError(
+            f"{origin} {where}: no such directory, so catalog {catalog!r} has no lake table there (nothing "
+            "was created); give the warehouse the operator writes (its warehouse=, else "
+            f"${WAREHOUSE_ENV})"
+        )
+
+
 def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc verify``; return 0 when every table is equal, else 1."""
     import pymysql
@@ -159,6 +203,7 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     keys = parse_keys(args.key, tables)
     if args.destination and not args.at_cursor:
         raise ConfigurationError("--destination is used only with --at-cursor")
+    check_lake(args.warehouse, args.catalog, conf)
     password = source_password(args)
     try:
         conn = pymysql.connect(

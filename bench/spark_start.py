@@ -14,7 +14,7 @@ mode: wall seconds of the session start and of the two commits, and the Spark JV
     .venv/bin/python bench/spark_start.py              # 4 runs per mode
     .venv/bin/python bench/spark_start.py --runs 2 --conf spark.driver.extraClassPath=...
 
-Measured 2026-11-24, 2 cores, otherwise idle: see the README's Performance table.
+Measured 2026-11-24, 2 cores, otherwise idle: see docs/performance-history-2026-12-01.md.
 """
 
 from __future__ import annotations

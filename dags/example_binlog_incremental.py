@@ -5,6 +5,10 @@ SELECT) and ``zookeeper_default`` (cursors and HA). ``BINLOG_CDC_START_FROM`` (a
 ``gtid:...`` or timestamp) says where a destination without a cursor starts (default: the head);
 ``BINLOG_CDC_DEFERRABLE=1`` makes the sensor wait in the triggerer; ``BINLOG_CDC_CATALOG_CONN_ID``
 names a ``postgres`` connection that makes ``lake`` an Iceberg JDBC catalog (default: the Hadoop catalog).
+
+An interval without changes is a normal one: the sensor waits ``BINLOG_CDC_WAIT_TIMEOUT`` seconds
+(default 600, within the 15-minute schedule), then is skipped (``on_timeout="skip"``) and the load
+with it; the DAG run succeeds. A real failure (credentials, a purged cursor) still fails the sensor.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ TABLES = {
     "shop.orders": "lake.shop.orders",
 }
 START_FROM = os.environ.get("BINLOG_CDC_START_FROM") or None
+WAIT_TIMEOUT = float(os.environ.get("BINLOG_CDC_WAIT_TIMEOUT") or 600)
 
 with DAG(
     dag_id="example_binlog_incremental",
@@ -43,7 +48,8 @@ with DAG(
         start_from=START_FROM,
         min_changes=1,
         poke_interval=10,
-        timeout=600,
+        timeout=WAIT_TIMEOUT,
+        on_timeout="skip",  # an idle interval is skipped, not failed
         deferrable=os.environ.get("BINLOG_CDC_DEFERRABLE", "") == "1",
     )
     load = BinlogToSparkOperator(

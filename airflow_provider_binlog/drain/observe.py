@@ -73,13 +73,14 @@ class Observing:
                 f"{type(exc).__name__}: {exc}",
             )
 
-    def lag(self, when: str, client: Any, position: Any, included: bool) -> float | None:
-        """Measure the lag at ``position`` (``included``: its event is still to be read) and tell it."""
+    def lag(self, when: str, client: Any, position: Any, included: bool, matches: Any = None) -> float | None:
+        """Measure the lag at ``position`` (``included``: its event is still to be read) and tell it;
+        ``matches``: the destination's filter (only its tables' transactions are its lag)."""
         if self.observer is None or position is None:
             return None
         from airflow_provider_binlog.drain.status import first_unread
 
-        unread, since = first_unread(client, position, included=included)
+        unread, since = first_unread(client, position, included=included, matches=matches)
         if unread and since is None:
             return None  # not found within the dump's bound, or the dump failed
         seconds = max(time.time() - since, 0.0) if since is not None else 0.0

@@ -186,6 +186,8 @@ class Drain:
         self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
         self.held_at: float | None = None  # when this run took the destination (epoch seconds)
         self.interval: dict[str, Any] | None = None  # an interval run's ends (the summary's)
+        self.stale = False  # an earlier attempt left batches un-acked (a crash between commit and ack)
+        self.held_earlier: set[str] = set()  # targets holding such batches: that attempt committed them
         self._staging_conf: tuple[Any, str | None] | None = None  # (session, its setting before)
 
     def _spark(self) -> Any:
@@ -274,7 +276,8 @@ class Drain:
                 f"destination {self.destination}: reading {point} .. {stop} (start: {point.reason})",
             )
             self.retention = self._check_retention(point)
-            self.observing.lag("start", instance.client, point.position, point.skip_through is None)
+            matches = instance.config.filter.matches  # the lag is of this destination's tables only
+            self.observing.lag("start", instance.client, point.position, point.skip_through is None, matches)
             instance.meta.record_run(
                 instance.identity, settings.run_id, state="running", start=str(point), stop=str(stop),
                 try_number=settings.try_number, label=settings.label,
@@ -293,12 +296,14 @@ class Drain:
                 settings.limits, report, collector.tick, resnapshot=self._resnapshot, copies=copies,
             )  # fmt: skip
             if instance.stale_marks:
+                self.stale = True
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
                     report(logging.INFO, stale.describe())
+                    self.held_earlier.update(stale.holders)
             with self._interval(point, plan), self.observing.commits():
                 loop.run()
             if (cursor := instance.cursor) is not None:
-                self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included)
+                self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included, matches)
             return self._finish(point, stop, loop)
         finally:
             instance.close()
@@ -400,6 +405,9 @@ class Drain:
             summary["cascades"] = [c.as_dict() for c in self.cascades]
         if loop.resnapshots:
             summary["resnapshots"] = [r.as_dict() for r in loop.resnapshots]
+        earlier = self._committed_earlier(loop)
+        if earlier:
+            summary["committed_earlier"] = earlier
         snapshots = self._snapshots(loop)
         if snapshots:
             summary["snapshots"] = snapshots
@@ -416,22 +424,36 @@ class Drain:
         )
         return summary
 
-    def _snapshots(self, loop: ChunkLoop) -> dict[str, int]:
+    def _committed_earlier(self, loop: ChunkLoop) -> list[str]:
+        """The targets whose changes an earlier, failed attempt committed and never acked, which this
+        run found in the lake (skipped) and acked: the summary's ``committed_earlier``. That attempt
+        announced nothing (a failed task emits no asset event), so this run does (:mod:`..operators.assets`).
+        Changes skipped for another reason (a cursor moved back by hand) are not among them."""
+        if not self.stale:
+            return []
+        skipped = {t for t, counts in loop.totals.items() if counts.get("skipped")}
+        return sorted(self.held_earlier | skipped)
+
+    def _snapshots(self, loop: ChunkLoop) -> dict[str, str]:
         """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest
         snapshot that names this destination), for every table the run committed to: changes
-        (``tables``, ``commits`` > 0) or a re-snapshot. The summary's ``snapshots``; a failure to
-        read them is reported and leaves them out."""
+        (``tables``, ``commits`` > 0), changes an earlier, failed attempt committed and this one
+        acked (:meth:`_committed_earlier`) or a re-snapshot. The summary's ``snapshots``, each id
+        as a string of its digits: a 64-bit id as a JSON number loses digits wherever JSON numbers
+        are doubles (the Airflow UI, JavaScript). A failure to read them is reported and leaves
+        them out."""
         merger: Any = loop.merger
         committed = [t for t, counts in loop.totals.items() if counts.get("commits")]
+        committed += [t for t in self._committed_earlier(loop) if t not in committed]
         committed += [r.target for r in loop.resnapshots if not r.gone]
         if merger is None or not committed:
             return {}
-        found: dict[str, int] = {}
+        found: dict[str, str] = {}
         try:  # several tables read at once (lake/runner.py: TargetRunner.map)
             for marks in merger.runner.map(merger.committed, dict.fromkeys(committed)):
                 for name, mark in marks.items():
                     if mark is not None and mark.snapshot_id >= 0:
-                        found[name] = mark.snapshot_id
+                        found[name] = str(mark.snapshot_id)
         except Exception as exc:  # the run is committed and acked: it does not fail for this
             self.report(
                 logging.WARNING,

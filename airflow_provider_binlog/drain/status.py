@@ -6,6 +6,11 @@ Everything is read, nothing written: the meta store's cursor and filter, the ``r
 ZooKeeper), the server's binlog list, head and retention, and two short non-blocking side dumps
 (the next file's start time for the headroom, :func:`.source.retention_headroom`; the first
 transaction after the cursor for the lag in seconds, :func:`first_unread`). Every call is bounded.
+
+The lag in seconds is the destination's own: the age of the oldest unread transaction that changes
+a table its filter passes (a row event, a DDL or a statement-format DML naming one); transactions
+of other schemas and tables are read past (they are no lag of this destination, though their bytes
+count in ``lag_bytes``, which is the binlog's distance).
 """
 
 from __future__ import annotations
@@ -36,23 +41,83 @@ _NOT_A_TRANSACTION = frozenset(
 )  # fmt: skip
 """Event type codes that open no transaction: a file's frame and the server's bookkeeping."""
 
+_ENDS_A_TRANSACTION = frozenset({16, 38})  # XID, XA_PREPARE
+FILTERED_MAX_EVENTS = 50_000
+"""How many events :func:`first_unread` reads at most past the cursor when it looks for a
+destination's own transactions among other tables' (then the age is unknown, never a wrong one)."""
+
+Matches = Callable[[str, "str | None"], bool]
+"""``(schema, table or None) -> bool``: a destination's filter
+(:meth:`..canal.filter.TableFilter.matches`)."""
+
+
+def _touches(body: Any, matches: Matches) -> bool:
+    """Whether a decoded event changes a table ``matches`` passes: a row event of one, a DDL
+    naming one (or, naming none, its default schema), or a statement-format DML writing one."""
+    from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
+    from airflow_provider_binlog.binlog.rows import RowsEvent
+
+    if isinstance(body, RowsEvent):
+        return body.table_map is not None and matches(body.schema, body.table)
+    if not isinstance(body, QueryEvent | ExecuteLoadQueryEvent):
+        return False
+    from airflow_provider_binlog.canal.ddl import parse_ddl
+    from airflow_provider_binlog.canal.statement import statement_changes
+
+    if statement_changes(body, matches):
+        return True
+    query = body.query if isinstance(body, ExecuteLoadQueryEvent) else body
+    stmt = parse_ddl(query.sql, query.schema)
+    if stmt is None:
+        return False
+    names: list[tuple[str, str | None]] = [*stmt.tables, *(new for _, new in stmt.renames)]
+    return any(matches(schema, table) for schema, table in names or [(query.schema, None)])
+
+
+def _ends_transaction(event: Any) -> bool:
+    """Whether ``event`` closes the transaction it is in (XID, XA PREPARE, COMMIT, ROLLBACK, a DDL)."""
+    if event.header.type_code in _ENDS_A_TRANSACTION:
+        return True
+    from airflow_provider_binlog.binlog.events_query import QueryEvent
+
+    body = event.body
+    if not isinstance(body, QueryEvent):
+        return False
+    sql = body.sql.lstrip().upper()
+    if sql.startswith(("COMMIT", "XA PREPARE", "XA COMMIT", "XA ROLLBACK")):
+        return True
+    if sql.startswith("ROLLBACK"):
+        return not sql.startswith("ROLLBACK TO")  # a savepoint's rollback stays in the transaction
+    from airflow_provider_binlog.canal.ddl import parse_ddl
+
+    return parse_ddl(body.sql, body.schema) is not None  # a DDL is a transaction of its own
+
 
 def first_unread(
-    client: Any, position: BinlogPosition, included: bool = False, max_events: int = 100
+    client: Any,
+    position: BinlogPosition,
+    included: bool = False,
+    max_events: int | None = None,
+    matches: Matches | None = None,
 ) -> tuple[bool, float | None]:
     """Whether a transaction follows the cursor at ``position``, and the unix time of the first
     event that opens one; read with a non-blocking dump of a server id of its own, at most
-    ``max_events`` events.
+    ``max_events`` events (default 100, or :data:`FILTERED_MAX_EVENTS` with ``matches``).
 
     :param included: the event at ``position`` is still to be read (a pinned start), not consumed.
-    :return: ``(False, None)``: nothing after the cursor but the binlog's frame (caught up);
-        ``(True, t)``: the oldest unread transaction began at ``t``; ``(True, None)``: not found
-        within ``max_events`` events, or the dump failed (unknown).
+    :param matches: the destination's filter: only a transaction that changes a table it passes
+        counts (see the module docstring); ``None``: every transaction.
+    :return: ``(False, None)``: nothing after the cursor but the binlog's frame, or only other
+        tables' transactions (caught up); ``(True, t)``: the oldest unread transaction began at
+        ``t``; ``(True, None)``: not found within ``max_events`` events, or the dump failed (unknown).
     """
     from airflow_provider_binlog.binlog.position import file_number
     from airflow_provider_binlog.canal.start import side_client
 
+    if max_events is None:
+        max_events = 100 if matches is None else FILTERED_MAX_EVENTS
     after = (file_number(position.file), position.pos - (1 if included else 0))
+    began: float | None = None  # the first event of the transaction being read (with ``matches``)
     with contextlib.suppress(Exception), side_client(client).dump(position, blocking=False) as stream:
         for n, event in enumerate(stream):
             if n >= max_events:
@@ -61,7 +126,14 @@ def first_unread(
                 continue
             if event.header.type_code in _NOT_A_TRANSACTION:
                 continue
-            return True, float(event.header.timestamp)
+            if matches is None:
+                return True, float(event.header.timestamp)
+            if began is None:
+                began = float(event.header.timestamp)
+            if _touches(event.body, matches):
+                return True, began
+            if _ends_transaction(event):
+                began = None
         return False, None
     return True, None
 
@@ -330,6 +402,9 @@ def read_status(
     :param fraction: warn when the cursor file's headroom is below this fraction of the retention.
     :param zk: the meta store's kazoo client, to read the ``running`` node (``None``: a file store).
     :param timeout: bound of the ``running`` node's read.
+
+    The lag in seconds counts only transactions of tables the stored filter passes (none stored:
+    every transaction).
     """
     if not 0 <= fraction <= 1:
         raise ValueError(f"the headroom is a fraction of the retention (0..1), not {fraction!r}")
@@ -349,7 +424,12 @@ def read_status(
     position = cursor.binlog_position if cursor is not None else None
     if position is not None and state == "present" and position.file in names:
         lag_bytes, lag_files = _lag(position, head, files)
-        unread, unread_since = first_unread(client, position, included=cursor.included)
+        matches = None
+        if stored is not None and stored.filter:
+            from airflow_provider_binlog.canal.filter import TableFilter
+
+            matches = TableFilter(include=stored.filter).matches
+        unread, unread_since = first_unread(client, position, included=cursor.included, matches=matches)
         retention = retention_headroom(
             client, connect, identity.destination, position.file, fraction, files=files
         )

@@ -27,6 +27,7 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -213,6 +214,8 @@ class TableDiff:
     not_compared: int = 0
     excluded_source_rows: int = 0
     excluded_lake_rows: int = 0
+    lake_missing: str | None = None
+    """The lake table does not exist: where it was looked for (its catalog's location)."""
 
     @property
     def equal(self) -> bool:
@@ -230,6 +233,11 @@ class TableDiff:
             ]
         elif self.equal:
             parts = [f"{self.source} == {self.target}: {self.source_rows} rows, all equal"]
+        elif self.lake_missing is not None:
+            return (
+                f"{self.source} != {self.target}: the lake table {self.target} does not exist (looked in "
+                f"{self.lake_missing}); {self.source_rows} source rows"
+            )
         else:
             parts = [
                 f"{self.source} != {self.target}: {self.source_rows} source rows, {self.lake_rows} lake rows"
@@ -438,6 +446,19 @@ class _Sides:
         return frame.toLocalIterator()
 
 
+def catalog_location(spark: SparkSession, target: str) -> str:
+    """Where the catalog of ``target`` keeps its tables, as its Spark configuration says
+    (``catalog lake, warehouse /data/warehouse``), for a report of a table that is not there."""
+    catalog = parse_name(target)[0]
+    prefix = f"spark.sql.catalog.{catalog}"
+    found = [f"catalog {catalog}"]
+    for key in ("type", "catalog-impl", "uri", "warehouse"):
+        value = spark.conf.get(f"{prefix}.{key}", None)
+        if value:  # a URI without its user info and query (they may hold credentials)
+            found.append(f"{key} {re.sub(r'//[^/@]*@', '//', value).split('?', 1)[0]}")
+    return ", ".join(found)
+
+
 def lake_snapshot(spark: SparkSession, target: str) -> tuple[bool, int | None]:
     """``(exists, current snapshot id)`` of a lake table, read fresh from its catalog."""
     from airflow_provider_binlog.lake.commits import load_iceberg_table
@@ -509,6 +530,8 @@ def _verify(
         exists, snapshot = True, at.lake_snapshot
     else:
         exists, snapshot = lake_snapshot(spark, target)
+    if not exists:
+        diff.lake_missing = catalog_location(spark, target)
     sides = _Sides(conn, spark, source, target, names, snapshot)
     source_hashes, diff.source_rows, diff.duplicate_source = _hash_rows(
         sides.source_rows(), src_norm, key_idx

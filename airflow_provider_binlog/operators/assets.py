@@ -14,19 +14,25 @@ alias (any table of the load).
 
 **Events.** :func:`emit_events`, after the drain: one event per lake table the run committed to
 (changes merged, a TRUNCATE or DDL applied, or a re-snapshot), none for the others: a run that
-merged nothing emits nothing. A declared table's event goes through its asset; declared tables
-without a commit are taken out of this run's outlets (Airflow emits an event for every outlet of a
-successful task); any other table's through the alias. The event's ``extra``::
+merged nothing emits nothing. A table whose changes an earlier, failed attempt of the task committed
+and never acked (a crash between commit and ack: this attempt finds them in the lake, skips them and
+acks them; the summary's ``committed_earlier``) gets its event from this attempt, since a failed
+attempt emits none: every change that reaches the lake is announced once. Changes skipped for
+another reason (a cursor set back by hand, read again) were announced when they were committed.
+A declared table's event goes through its asset; declared tables without a commit are taken out of
+this run's outlets (Airflow emits an event for every outlet of a successful task); any other
+table's through the alias. The event's ``extra``::
 
     {"destination": "shop", "table": "lake.shop.orders",
      "inserted": 12, "updated": 3, "deleted": 1, "upserted": 14, "appended": 0, "truncated": 0,
      "skipped": 0, "commits": 1,                       # the run's counts for this table
      "start": "mysql-bin.000003:4", "end": "mysql-bin.000003:9120",   # the run's binlog range
-     "snapshot_id": 6254170325043210391}               # Iceberg snapshot after the run's commit
+     "snapshot_id": "6254170325043210391"}             # Iceberg snapshot after the run's commit
 
 plus ``"resnapshot": {"rows": ..., "start": "file:pos"}`` for a re-snapshotted table (the counts
-then hold the changes merged besides it, if any). ``snapshot_id`` is absent only when it could not
-be read (the task log says why).
+then hold the changes merged besides it, if any). ``snapshot_id`` is a string of the id's digits (a
+64-bit id as a JSON number is rounded by the UI and any JavaScript reader); read the table with
+``VERSION AS OF <snapshot_id>``. It is absent only when it could not be read (the task log says why).
 """
 
 from __future__ import annotations
@@ -92,10 +98,14 @@ def committed_tables(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         "end": summary.get("end"),
     }
     snapshots = summary.get("snapshots") or {}
+    earlier = set(summary.get("committed_earlier") or ())  # committed by a failed attempt, unannounced
     found: dict[str, dict[str, Any]] = {}
-    for table, counts in (summary.get("tables") or {}).items():
-        if counts.get("commits"):
+    tables = summary.get("tables") or {}
+    for table, counts in tables.items():
+        if counts.get("commits") or table in earlier:
             found[table] = {"destination": common["destination"], "table": table, **counts}
+    for table in sorted(earlier - tables.keys()):
+        found[table] = {"destination": common["destination"], "table": table}
     for done in summary.get("resnapshots") or ():
         if done.get("gone"):
             continue

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
 from airflow_provider_binlog.canal.points import parse_point
@@ -19,6 +19,10 @@ from airflow_provider_binlog.triggers.binlog import BinlogEventTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+#: what a sensor's timeout does (:class:`BinlogEventSensor`'s ``on_timeout``)
+ON_TIMEOUT = ("fail", "skip")
 
 
 def _seconds(interval: Any) -> float:
@@ -63,6 +67,11 @@ class BinlogEventSensor(BaseSensorOperator):
         it defers), warn when the cursor's binlog file may be purged by the server's retention
         within this fraction of the retention; the headroom also goes to the
         ``binlog_cdc.retention_headroom_seconds`` gauge (:mod:`airflow_provider_binlog.metrics`).
+    :param on_timeout: what ``timeout`` seconds without ``min_changes`` changes do: ``fail`` (default,
+        Airflow's ``AirflowSensorTimeout``) or ``skip``: an idle interval, the sensor is skipped (and
+        with it the load downstream: the DAG run succeeds, nothing is red), saying so in the log.
+        Unlike Airflow's ``soft_fail`` it skips the timeout only: a failure (credentials, a purged
+        cursor, the trigger's error) still fails the task.
     """
 
     template_fields: Sequence[str] = ("destination", "tables", "start_from", "exclude")
@@ -83,10 +92,14 @@ class BinlogEventSensor(BaseSensorOperator):
         deferrable: bool = False,
         retention_headroom: float = 0.25,
         canal_conn_id: str | None = None,
+        on_timeout: str = "fail",
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", 30)
         super().__init__(**kwargs)
+        if on_timeout not in ON_TIMEOUT:
+            raise ValueError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, not {on_timeout!r}")
+        self.on_timeout = on_timeout
         if not 0 <= retention_headroom <= 1:
             raise ValueError(
                 f"retention_headroom is a fraction of the retention (0..1), not {retention_headroom!r}"
@@ -187,9 +200,30 @@ class BinlogEventSensor(BaseSensorOperator):
         )  # fmt: skip
         return PokeReturnValue(is_done=count >= self.min_changes, xcom_value={"count": count})
 
+    def _timed_out(self, exc: AirflowSensorTimeout) -> NoReturn:
+        """A wait that ran out: skipped with ``on_timeout="skip"`` (an idle interval), else raised."""
+        if self.on_timeout != "skip":
+            raise exc
+        raise AirflowSkipException(
+            f"destination {self.destination}: fewer than {self.min_changes} matching change(s) after the "
+            f"cursor within {self.timeout:g} s: an idle interval, skipped (on_timeout='skip')"
+        ) from exc
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """After the deferred wait: the trigger's timeout (Airflow resumes the task with a
+        ``TaskDeferralTimeout``, which the base class turns into ``AirflowSensorTimeout``) goes
+        through ``on_timeout``; a trigger's error fails as before."""
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSensorTimeout as exc:
+            self._timed_out(exc)
+
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                self._timed_out(exc)
         first = self.poke(context)
         if first.is_done:
             return first.xcom_value

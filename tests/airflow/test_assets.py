@@ -30,14 +30,22 @@ def _summary() -> dict[str, Any]:
         "end": "mysql-bin.000001:900",
         "tables": {
             "lake.shop.orders": {**COUNTS, "skipped": 0, "commits": 1},
-            "lake.shop.customers": {**COUNTS, "skipped": 6, "commits": 0},  # all held already
+            "lake.shop.customers": {**COUNTS, "skipped": 6, "commits": 0},  # an earlier attempt's commit
+            "lake.shop.idle": {**COUNTS, "skipped": 0, "commits": 0},
+            "lake.shop.again": {**COUNTS, "skipped": 4, "commits": 0},  # read again, announced before
             "lake.shop.x_1": {**COUNTS, "skipped": 0, "commits": 2},
         },
         "resnapshots": [
             {"target": "lake.shop.products", "rows": 10, "start": "mysql-bin.000001:500", "gone": False},
             {"target": "lake.shop.gone", "rows": 0, "start": "mysql-bin.000001:600", "gone": True},
         ],
-        "snapshots": {"lake.shop.orders": 11, "lake.shop.x_1": 12, "lake.shop.products": 13},
+        "committed_earlier": ["lake.shop.customers", "lake.shop.held"],  # a failed attempt's commits
+        "snapshots": {
+            "lake.shop.orders": "8419940643595983211",
+            "lake.shop.x_1": "8419940643595983212",
+            "lake.shop.products": "8419940643595983213",
+            "lake.shop.customers": "8419940643595983214",
+        },
     }
 
 
@@ -67,28 +75,45 @@ def test_outlets_declared_by_the_operator() -> None:
 def test_events_only_for_committed_tables() -> None:
     summary = _summary()
     tables = committed_tables(summary)
-    assert set(tables) == {"lake.shop.orders", "lake.shop.x_1", "lake.shop.products"}
+    # customers: its changes were committed by a failed attempt (no event then), skipped by this one
+    assert set(tables) == {
+        "lake.shop.orders", "lake.shop.customers", "lake.shop.held", "lake.shop.x_1", "lake.shop.products"
+    }  # fmt: skip
+    assert tables["lake.shop.held"] == {
+        "destination": "shop", "table": "lake.shop.held",
+        "start": "mysql-bin.000001:4", "end": "mysql-bin.000001:900",
+    }  # fmt: skip
+    customers_extra = tables["lake.shop.customers"]
+    assert customers_extra["skipped"] == 6 and customers_extra["snapshot_id"] == "8419940643595983214"
     assert tables["lake.shop.orders"] == {
         "destination": "shop", "table": "lake.shop.orders", **COUNTS, "skipped": 0, "commits": 1,
-        "start": "mysql-bin.000001:4", "end": "mysql-bin.000001:900", "snapshot_id": 11,
+        "start": "mysql-bin.000001:4", "end": "mysql-bin.000001:900", "snapshot_id": "8419940643595983211",
     }  # fmt: skip
     assert tables["lake.shop.products"]["resnapshot"] == {"rows": 10, "start": "mysql-bin.000001:500"}
 
     orders, customers = Asset("iceberg://lake/shop/orders"), Asset("iceberg://lake/shop/customers")
     products, alias = Asset("iceberg://lake/shop/products"), AssetAlias("binlog-cdc:d.load")
     events = OutletEventAccessors()
-    keep, missed = emit_events([orders, customers, products, alias], events, summary)
-    assert keep == [orders, products, alias] and missed == []
+    idle, again = Asset("iceberg://lake/shop/idle"), Asset("iceberg://lake/shop/again")
+    keep, missed = emit_events([orders, customers, idle, again, products, alias], events, summary)
+    assert keep == [orders, customers, products, alias] and missed == []
+    assert events[customers].extra == tables["lake.shop.customers"]
     assert events[orders].extra == tables["lake.shop.orders"]
-    assert events[products].extra["snapshot_id"] == 13
-    (dynamic,) = events[alias].asset_alias_events
-    assert dynamic.dest_asset_key.uri == "iceberg://lake/shop/x_1" and dynamic.extra["snapshot_id"] == 12
+    assert events[products].extra["snapshot_id"] == "8419940643595983213"
+    held, dynamic = sorted(events[alias].asset_alias_events, key=lambda e: e.dest_asset_key.uri)
+    assert held.dest_asset_key.uri == "iceberg://lake/shop/held" and "snapshot_id" not in held.extra
+    assert dynamic.dest_asset_key.uri == "iceberg://lake/shop/x_1"
+    assert dynamic.extra["snapshot_id"] == "8419940643595983212"
 
     events = OutletEventAccessors()
     keep, missed = emit_events([orders], events, summary)  # no alias: the others cannot be emitted
-    assert keep == [orders] and sorted(missed) == ["lake.shop.products", "lake.shop.x_1"]
+    assert keep == [orders]
+    assert sorted(missed) == ["lake.shop.customers", "lake.shop.held", "lake.shop.products", "lake.shop.x_1"]
 
-    nothing = {**summary, "tables": {"lake.shop.orders": {**COUNTS, "commits": 0}}, "resnapshots": []}
+    nothing = {
+        **summary, "tables": {"lake.shop.orders": {**COUNTS, "commits": 0}}, "resnapshots": [],
+        "committed_earlier": [],
+    }  # fmt: skip
     events = OutletEventAccessors()
     keep, missed = emit_events([orders, customers, alias], events, nothing)
     assert keep == [alias] and missed == [] and events[alias].asset_alias_events == []

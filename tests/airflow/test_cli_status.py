@@ -305,3 +305,98 @@ def test_sensor_warns_once_and_status_warns_then_reports_the_purge(
     status = json.loads(out)
     assert code == 3 and status["cursor"]["file"] == "purged" and status["lag"]["bytes"] is None, status
     assert status["head"]["oldest"] == head_file and len(status["warnings"]) == 1, status
+
+
+def test_lag_counts_only_the_destinations_own_tables(
+    shop: Shop, conns: dict[str, str], mariadb: MariaDbServer, zookeeper: ZooKeeperServer, zk_chroot: str,
+    password: None, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A destination of ``shop.orders`` whose cursor is followed by other schemas' and other shop
+    tables' transactions (rows and DDL, written "7 minutes ago" by the session's timestamp) is
+    caught up; its lag starts at its own table's first unread transaction (a row change, then a
+    DDL), in ``binlog-cdc status`` and in the run's lag (``Observing.lag``). Without a filter every
+    transaction counts, as before."""
+    from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
+    from airflow_provider_binlog.binlog.position import BinlogPosition
+    from airflow_provider_binlog.canal.filter import TableFilter
+    from airflow_provider_binlog.drain.observe import Observing
+    from airflow_provider_binlog.drain.source import _iso
+    from airflow_provider_binlog.drain.status import first_unread
+
+    dest = f"lag-{uuid.uuid4().hex[:8]}"
+    start = _head(mariadb)
+    sensor = BinlogEventSensor(
+        task_id="wait", destination=dest, tables=["shop.orders"], start_from=start, min_changes=1
+    )
+    assert not sensor.poke(make_context()).is_done  # pins the cursor at the head, stores the filter
+    now = int(time.time())
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET timestamp = {now - 420}")  # others' changes, 7 minutes old
+            cur.execute("CREATE DATABASE IF NOT EXISTS other_lag")
+            cur.execute("CREATE TABLE IF NOT EXISTS other_lag.t (id INT PRIMARY KEY, v INT)")
+            cur.execute("INSERT INTO other_lag.t VALUES (1, 1), (2, 2)")
+            cur.execute("ALTER TABLE other_lag.t ADD COLUMN w INT")
+            cur.execute("INSERT INTO shop.customers (id, name) VALUES (900001, 'lag')")
+            cur.execute("BEGIN")
+            cur.execute("UPDATE other_lag.t SET v = v + 1")
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+    code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys, "--json")
+    status = json.loads(out)
+    assert code == 0 and status["filter"] == "shop\\.orders", status
+    assert status["lag"]["seconds"] == 0 and status["lag"]["unread_since"] is None, status  # caught up
+    assert status["lag"]["bytes"] > 0, status  # the binlog's distance counts every byte
+    client = ReplicationClient(
+        ReplicationConfig(host=mariadb.host, port=mariadb.port, user=mariadb.repl_user,
+                          password=mariadb.repl_password)
+    )  # fmt: skip
+    cursor = BinlogPosition.parse(start)
+    assert first_unread(client, cursor, included=True) == (True, float(now - 420))  # unfiltered
+
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET timestamp = {now - 60}")
+            cur.execute(
+                "INSERT INTO shop.orders VALUES (900001, 1, 'SKU-00001', 1, 9.99, 'new', NULL, "
+                "'2026-01-01 00:00:00', NULL)"
+            )
+            cur.execute(f"SET timestamp = {now - 30}")
+            cur.execute("INSERT INTO other_lag.t VALUES (3, 3, 3)")
+    finally:
+        conn.close()
+    code, out = _status(mariadb, zookeeper, zk_chroot, dest, capsys, "--json")
+    status = json.loads(out)
+    assert code == 0 and status["lag"]["unread_since"] == _iso(now - 60), status
+    assert status["lag"]["seconds"] >= 60, status
+    orders = TableFilter(include="shop\\.orders").matches
+    assert first_unread(client, cursor, included=True, matches=orders) == (True, float(now - 60))
+
+    told: list[tuple[str, float]] = []
+
+    class Told:
+        def lag(self, when: str, seconds: float) -> None:
+            told.append((when, seconds))
+
+    observing = Observing(Told(), dest, lambda level, line: None)  # type: ignore[arg-type]
+    assert observing.lag("start", client, cursor, True, orders) is not None
+    assert told and told[0][0] == "start" and told[0][1] >= 60 and told[0][1] < 420, told
+
+    # a DDL of the destination's table is its own transaction too: the lag after the insert above
+    after = BinlogPosition.parse(_head(mariadb))
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET timestamp = {now - 20}")
+            cur.execute("INSERT INTO other_lag.t VALUES (4, 4, 4)")
+            cur.execute(f"SET timestamp = {now - 10}")
+            cur.execute("ALTER TABLE shop.orders COMMENT 'lag test'")
+    finally:
+        conn.close()
+    assert first_unread(client, after, included=True, matches=orders) == (True, float(now - 10))
+    assert first_unread(client, after, included=True) == (True, float(now - 20))
+    mariadb.execute("DROP DATABASE other_lag")

@@ -8,6 +8,7 @@ import re
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -256,3 +257,49 @@ def test_verify_at_cursor_while_the_source_is_written(
         writer.stop.set()
         writer.join(timeout=30)
     assert writer.error is None, writer.error
+
+
+def test_verify_refuses_a_lake_nobody_named_and_says_where_a_table_is_missing(
+    shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:  # fmt: skip
+    """Without --warehouse (nor a catalog in --conf, nor $BINLOG_CDC_WAREHOUSE) verify refuses,
+    naming the option and the operator's default, and creates nothing (it made a default warehouse
+    and reported every key "missing in lake"); a warehouse directory that does not exist is refused
+    the same way; a lake table that does not exist is reported as such, with where it looked."""
+    monkeypatch.setenv("VERIFY_PASSWORD", mariadb.root_password)
+    monkeypatch.delenv("BINLOG_CDC_WAREHOUSE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    default = tmp_path / "data" / "airflow-provider-binlog" / "warehouse"
+    argv = _argv(mariadb, "unused", "shop.orders=lake.shop.orders")
+    at = argv.index("--warehouse")
+    del argv[at : at + 2]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        "binlog-cdc verify: error: binlog-cdc verify needs to know where the lake is: give --warehouse DIR"
+        in err
+    )
+    assert f"else {default}, where it does not exist" in err and "nothing was read or created" in err, err
+    assert not (tmp_path / "data").exists()
+
+    missing = tmp_path / "no-such-warehouse"
+    assert cli.main(_argv(mariadb, str(missing), "shop.orders=lake.shop.orders")) == 1
+    err = capsys.readouterr().err
+    assert f"--warehouse {missing}: no such directory" in err and "nothing was created" in err, err
+    monkeypatch.setenv("BINLOG_CDC_WAREHOUSE", str(missing))
+    assert cli.main(argv) == 1
+    assert f"$BINLOG_CDC_WAREHOUSE {missing}: no such directory" in capsys.readouterr().err
+    assert not missing.exists()
+    monkeypatch.delenv("BINLOG_CDC_WAREHOUSE")
+
+    shop.changes(5)
+    ns = f"nowhere_{uuid.uuid4().hex[:8]}"
+    assert cli.main(_argv(mariadb, spark_warehouse, f"shop.orders=lake.{ns}.orders")) == 1
+    out = capsys.readouterr().out
+    (count,), *_ = mariadb.execute("SELECT count(*) FROM shop.orders")
+    assert (
+        f"shop.orders != lake.{ns}.orders: the lake table lake.{ns}.orders does not exist (looked in "
+        f"catalog lake, type hadoop, warehouse {spark_warehouse}); {count} source rows"
+    ) in out, out
+    assert "missing in lake" not in out

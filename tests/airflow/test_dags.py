@@ -198,7 +198,7 @@ def test_asset_events_for_committed_tables_and_the_downstream_dag(
             "destination": "shop", "table": table, **summary["tables"][table],
             "start": summary["start"], "end": summary["end"], "snapshot_id": summary["snapshots"][table],
         }, event  # fmt: skip
-        assert event["extra"]["snapshot_id"] == _snapshot_id(spark, catalog + table[len("lake") :])
+        assert event["extra"]["snapshot_id"] == str(_snapshot_id(spark, catalog + table[len("lake") :]))
         assert event["dag_id"] == "example_binlog_incremental" and event["aliases"] == []
     assert CONSUMER in state["due"], state["due"]  # the scheduler would start it now
 
@@ -241,5 +241,54 @@ def test_asset_events_for_committed_tables_and_the_downstream_dag(
     assert event["uri"] == "iceberg://lake/shop_bf/orders"
     assert event["aliases"] == ["binlog-cdc:example_binlog_backfill.backfill"], event
     extra = event["extra"]
-    assert extra["snapshot_id"] == _snapshot_id(spark, f"{catalog}.shop_bf.orders"), extra
+    assert extra["snapshot_id"] == str(_snapshot_id(spark, f"{catalog}.shop_bf.orders")), extra
     assert extra["inserted"] > 0 and extra["end"] == state["summary"]["end"], extra
+
+
+# ------------------------------------------------------------------------------------ idle intervals
+
+_TASK_STATES = """
+import json, sys
+from sqlalchemy import select
+from airflow.models.dagrun import DagRun
+from airflow.models.taskinstance import TaskInstance
+from airflow.utils.session import create_session
+
+with create_session() as s:
+    run = s.scalars(select(DagRun).where(DagRun.dag_id == sys.argv[1]).order_by(DagRun.id.desc())).first()
+    tis = s.scalars(
+        select(TaskInstance).where(TaskInstance.dag_id == run.dag_id, TaskInstance.run_id == run.run_id)
+    )
+    print(json.dumps({"run": str(run.state), "tasks": {t.task_id: str(t.state) for t in tis}}))
+"""
+
+
+@pytest.mark.timeout(600)  # one `airflow dags test` run, no Spark
+def test_an_idle_interval_is_skipped_not_failed(
+    shop: Shop, dag_env: Any, zookeeper: ZooKeeperServer, zk_chroot: str, tmp_path: Path
+) -> None:
+    """No change after the cursor for the sensor's whole timeout: the sensor and the load are
+    skipped and the DAG run succeeds (it failed with ``AirflowSensorTimeout`` and an
+    ``upstream_failed`` load, red in the grid); the cursor stays where it was."""
+    head = shop.head()
+    env = dag_env(head, BINLOG_CDC_WAIT_TIMEOUT="2")
+    run = run_dag(env, "example_binlog_incremental", tmp_path / "idle.log")
+    assert run.succeeded, run.tail()
+    proc = subprocess.run(
+        [sys.executable, "-c", _TASK_STATES, "example_binlog_incremental"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert state == {
+        "run": "success", "tasks": {"wait_for_changes": "skipped", "merge_into_lake": "skipped"},
+    }, (state, run.tail())  # fmt: skip
+    assert "an idle interval, skipped (on_timeout='skip')" in run.log, run.tail()
+    assert "AirflowSensorTimeout" not in run.log, run.tail()
+    meta = meta_manager(zookeeper, zk_chroot)
+    try:  # the sensor pinned the start as the cursor, nothing moved it
+        cursor = meta.get_cursor(SHOP).value
+        assert cursor is not None and str(cursor.binlog_position) == head
+    finally:
+        meta.client.stop()
+        meta.client.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow_harness import Shop, lake_verify, make_context, meta_manager, mysql_uri
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
@@ -305,9 +306,10 @@ def test_crash_between_commit_and_ack_then_rerun(
         snapshots = {t: _snapshots(spark, f"lake.{ns}.{t}") for t in TABLE_NAMES}
 
         caplog.set_level(logging.INFO)
-        summary = _operator(dest, ns, spark_warehouse, start_from=shop.start_from).execute(
-            make_context(try_number=2)
-        )
+        retry = _operator(dest, ns, spark_warehouse, start_from=shop.start_from)
+        context = make_context(try_number=2)
+        context["outlet_events"] = events = OutletEventAccessors()
+        summary = retry.execute(context)
         for batch_id in marks:
             assert f"batch {batch_id} (" in caplog.text, caplog.text[-3000:]
         assert (
@@ -317,6 +319,18 @@ def test_crash_between_commit_and_ack_then_rerun(
         for t in TABLE_NAMES:
             assert _snapshots(spark, f"lake.{ns}.{t}") == snapshots[t], f"{t} was written again"
             assert summary["tables"][f"lake.{ns}.{t}"]["commits"] == 0
+        # the killed attempt announced nothing: the retry emits one event per table it found committed
+        assert summary["committed_earlier"] == sorted(f"lake.{ns}.{t}" for t in TABLE_NAMES), summary
+        (alias,) = retry.outlets
+        announced = {e.dest_asset_key.uri: e.extra for e in events[alias].asset_alias_events}
+        assert set(announced) == {f"iceberg://lake/{ns}/{t}" for t in TABLE_NAMES}, announced
+        for t in TABLE_NAMES:
+            extra = announced[f"iceberg://lake/{ns}/{t}"]
+            assert extra["skipped"] > 0 and extra["commits"] == 0, extra
+            newest = spark.sql(f"SELECT snapshot_id FROM lake.{ns}.{t}.snapshots ORDER BY committed_at DESC")
+            assert extra["snapshot_id"] == str(newest.first()[0]), extra  # a string: JSON readers round
+            # the README's read: VERSION AS OF the id's digits
+            spark.sql(f"SELECT * FROM lake.{ns}.{t} VERSION AS OF {extra['snapshot_id']}").count()
         assert not meta.marks(identity)
         after = meta.get_cursor(identity).value
         assert after is not None and str(after.binlog_position) == summary["end"]

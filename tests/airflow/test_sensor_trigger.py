@@ -228,3 +228,29 @@ def test_deferrable_sensor_hands_off_to_the_trigger(
         for oid in (1, 2, 3):
             cur.execute(_order_sql(oid))
     assert sensor.execute(make_context()) == {"count": 3}
+
+
+def test_deferred_wait_timeout_skips_with_on_timeout_skip_and_errors_still_fail() -> None:
+    """Airflow resumes a deferred sensor whose trigger timed out with ``__fail__`` and
+    ``TRIGGER_TIMEOUT`` (the base class makes it ``AirflowSensorTimeout``): ``on_timeout="skip"``
+    skips it, the default fails it; a trigger's own error fails either way."""
+    from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+    from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException, TaskDeferralError
+
+    timeout = {"error": TriggerFailureReason.TRIGGER_TIMEOUT}
+    skip = BinlogEventSensor(task_id="w", destination="shop", deferrable=True, timeout=60, on_timeout="skip")
+    with pytest.raises(AirflowSkipException, match=r"destination shop: fewer than 1 matching change\(s\)"):
+        skip.resume_execution(TRIGGER_FAIL_REPR, timeout, make_context())
+    with pytest.raises(TaskDeferralError):
+        skip.resume_execution(
+            TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_FAILURE}, make_context()
+        )
+    with pytest.raises(AirflowException, match="waiting for binlog changes of destination shop failed: boom"):
+        skip.resume_execution(
+            "execute_complete", {"event": {"status": "error", "message": "boom"}}, make_context()
+        )
+    fail = BinlogEventSensor(task_id="f", destination="shop", deferrable=True, timeout=60)
+    with pytest.raises(AirflowSensorTimeout):
+        fail.resume_execution(TRIGGER_FAIL_REPR, timeout, make_context())
+    with pytest.raises(ValueError, match="on_timeout must be one of fail, skip, not 'ignore'"):
+        BinlogEventSensor(task_id="x", destination="shop", on_timeout="ignore")
