@@ -45,6 +45,7 @@ class ColumnSpec:
     :param auto_increment: ``AUTO_INCREMENT`` given.
     :param generated: a generated column (``[GENERATED ALWAYS] AS (expr)``).
     :param zerofill: ``ZEROFILL`` given.
+    :param binary: the ``BINARY`` attribute of a character column (its charset's ``_bin`` collation).
     """
 
     name: str
@@ -60,6 +61,7 @@ class ColumnSpec:
     auto_increment: bool = False
     generated: bool = False
     zerofill: bool = False
+    binary: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,9 @@ class AlterOp:
         ``partition`` (``name`` holds the verb: ``add``, ``drop``, ``truncate``, ``exchange``,
         ``reorganize``, ``coalesce``, ``convert``, ``discard``, ``import``, ``maintain`` (analyze,
         check, optimize, rebuild, repair), ``remove`` (REMOVE PARTITIONING), ``by`` (PARTITION BY))
-        or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset).
+        ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset, ``new_name``
+        the ``COLLATE`` given or ``""``) or ``table_charset`` (``[DEFAULT] CHARSET = x`` /
+        ``COLLATE = y``: the default of columns added later; ``name``/``new_name`` likewise).
     :param name: the column it applies to (the old name for change/rename).
     :param spec: the new definition (add/modify/change).
     :param new_name: the new name (rename_column).
@@ -131,6 +135,8 @@ class DdlStatement:
     complete: bool = True
     like: tuple[str, str] | None = None
     default_charset: str | None = field(default=None)
+    default_collation: str | None = None
+    """CREATE TABLE: the table option ``COLLATE`` (``None``: not given)."""
     if_not_exists: bool = False
     """``CREATE TABLE IF NOT EXISTS`` / ``DROP TABLE IF EXISTS``."""
     partitioning: Partitioning | None = None
@@ -191,6 +197,7 @@ class _P(TokenCursor):
         type_name = self.ident().lower()
         if type_name == "double" and self.up() == "PRECISION":
             self.i += 1
+        national = type_name in ("national", "nchar", "nvarchar")
         if type_name in ("national", "long") and self.up() in ("CHAR", "VARCHAR", "VARBINARY", "CHARACTER"):
             type_name = self.ident().lower()
         if type_name == "character" and self.up() == "VARYING":
@@ -211,7 +218,7 @@ class _P(TokenCursor):
                 elif t.kind == "num":
                     args.append(int(float(t.text)))
         unsigned = charset = collation = None
-        primary = not_null = auto_increment = generated = zerofill = False
+        primary = not_null = auto_increment = generated = zerofill = binary = False
         default: Default | None = None
         # attributes up to the end of this definition
         while self.i < len(self.t):
@@ -235,6 +242,10 @@ class _P(TokenCursor):
                 zerofill = unsigned = True
             elif u == "UNSIGNED":
                 unsigned = True
+            elif u == "BINARY":
+                binary = True  # CHAR(n) BINARY: the charset's binary collation
+            elif u in ("ASCII", "UNICODE") and charset is None:
+                charset = "latin1" if u == "ASCII" else "ucs2"  # CHAR(n) ASCII / UNICODE
             elif u in ("CHARSET", "CHARACTER"):
                 charset = self.charset_clause()
                 continue
@@ -253,9 +264,12 @@ class _P(TokenCursor):
             self.i += 1
         if type_name == "serial":
             type_name, unsigned, not_null, auto_increment = "bigint", True, True, True
+        if national and charset is None:
+            charset = "utf8mb3"  # NATIONAL CHAR, NCHAR, NVARCHAR: the national character set
         return ColumnSpec(
             name, type_name, bool(unsigned), tuple(labels) if labels is not None else None, charset,
             collation, primary, tuple(args), not_null, default, auto_increment, generated, zerofill,
+            binary,
         )  # fmt: skip
 
     def default_value(self) -> Default:
@@ -356,21 +370,26 @@ def _create(p: _P) -> DdlStatement:
             continue
         p.eat_p(")")
         break
-    charset, partitioning = _table_options(p)
+    charset, collation, partitioning = _table_options(p)
     return DdlStatement(
         "create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset,
-        if_not_exists=ine, partitioning=partitioning,
+        default_collation=collation, if_not_exists=ine, partitioning=partitioning,
     )  # fmt: skip
 
 
-def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
-    """After CREATE TABLE's columns: the default charset and the partitioning."""
-    charset = None
+def _table_options(p: _P) -> tuple[str | None, str | None, Partitioning | None]:
+    """After CREATE TABLE's columns: the default charset and collation, and the partitioning."""
+    charset = collation = None
     partitioning: Partitioning | None = partitions.NOT_PARTITIONED
     while p.peek() is not None:
         u = p.up()
         if u in ("CHARSET", "CHARACTER"):
             charset = p.charset_clause()
+            continue
+        if u == "COLLATE":
+            p.i += 1
+            p.eat_p("=")
+            collation = p.ident().lower()
             continue
         if u == "PARTITION" and p.up(1) == "BY":
             p.i += 2
@@ -382,7 +401,7 @@ def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
         if u in ("PARTITION", "PARTITIONS", "SUBPARTITION"):
             partitioning = None  # a partition clause not read
         p.i += 1
-    return charset, partitioning
+    return charset, collation, partitioning
 
 
 def _alter(p: _P) -> DdlStatement:
@@ -505,7 +524,26 @@ def _alter(p: _P) -> DdlStatement:
         elif u == "CONVERT" and p.up(1) == "TO":
             p.i += 2
             charset = p.charset_clause() if p.up() in ("CHARSET", "CHARACTER") else ""
-            ops.append(AlterOp("convert_charset", charset))
+            collation = ""
+            if p.up() == "COLLATE":
+                p.i += 1
+                p.eat_p("=")
+                collation = p.ident().lower()
+            ops.append(AlterOp("convert_charset", charset, new_name=collation))
+            p.skip_clause()
+        elif u in ("CHARSET", "CHARACTER", "COLLATE") or (
+            u == "DEFAULT" and p.up(1) in ("CHARSET", "CHARACTER", "COLLATE")
+        ):
+            p.eat("DEFAULT")
+            charset = collation = ""
+            while p.up() in ("CHARSET", "CHARACTER", "COLLATE"):
+                if p.up() == "COLLATE":
+                    p.i += 1
+                    p.eat_p("=")
+                    collation = p.ident().lower()
+                else:
+                    charset = p.charset_clause()
+            ops.append(AlterOp("table_charset", charset, new_name=collation))
             p.skip_clause()
         elif u in ("ALGORITHM", "LOCK", "ENGINE", "ROW_FORMAT", "COMMENT", "AUTO_INCREMENT", "FORCE",
                    "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "CONVERT", "ORDER", "KEY_BLOCK_SIZE",
