@@ -23,8 +23,11 @@ binlog position** and moves forward with the DDL it sees in the stream:
 
 Limits: positions before the bootstrap with no earlier version use the bootstrap snapshot
 (valid unless the table changed in between; a changed column count or type is detected, a
-same-typed rename is not). Charsets of columns added by DDL without an explicit ``CHARACTER SET``
-follow the table's default as known at bootstrap.
+same-typed rename is not). A character column without ``CHARACTER SET``/``COLLATE`` takes the
+table's default collation: from its CREATE (``DEFAULT CHARSET``/``COLLATE``, else the database's
+default) or a later ``ALTER ... [DEFAULT] CHARSET``/``CONVERT TO`` seen by this process, else the
+table's as ``information_schema`` has it now (names resolve as :class:`Collations` says). A TEXT
+column left without a collation would be typed ``binary`` in the lake while its rows are text.
 
 Stored in the meta manager under the client node (one record per table)::
 
