@@ -146,24 +146,31 @@ def snapshot_start_marks(
     from airflow_provider_binlog.canal.snapshot import RUN_KEY, SNAPSHOT_FILE_NUMBER, table_key
     from airflow_provider_binlog.lake.resnapshot import resnapshot_mark
 
-    recorded = set(meta.list_keys(ident, "snapshot"))
-    if not recorded:
-        return {}
-    run = meta.get_json(ident, RUN_KEY).value or {}
-    starts: dict[str, list[BinlogPosition | None]] = {}
+    by_target: dict[str, list[str]] = {}
     for source, target in known.items():
-        text = None
-        if table_key(source).partition("/")[2] in recorded:
-            record = meta.get_json(ident, table_key(source)).value or {}
-            if record.get("status") == "done":
-                text = record.get("start") or (run.get("start") if source in run.get("tables", ()) else None)
-        starts.setdefault(target, []).append(BinlogPosition.parse(text) if text else None)
-    out: dict[str, Any] = {}
-    for target, found in starts.items():
-        if not found or None in found:
-            continue
+        by_target.setdefault(target, []).append(source)
+    waiting = {}  # only targets whose mark is still a snapshot chunk's read the meta store
+    for target, sources in by_target.items():
         mark = mark_of(target)
-        if mark is None or mark.order_key.file_number != SNAPSHOT_FILE_NUMBER:
-            continue
-        out[target] = resnapshot_mark(min(p for p in found if p is not None))
+        if mark is not None and mark.order_key.file_number == SNAPSHOT_FILE_NUMBER:
+            waiting[target] = sources
+    if not waiting:
+        return {}
+    recorded = set(meta.list_keys(ident, "snapshot"))
+    run = meta.get_json(ident, RUN_KEY).value or {}
+    out: dict[str, Any] = {}
+    for target, sources in waiting.items():
+        found: list[BinlogPosition] = []
+        for source in sources:
+            text = None
+            if table_key(source).partition("/")[2] in recorded:
+                record = meta.get_json(ident, table_key(source)).value or {}
+                if record.get("status") == "done":  # records written before "start": the run's
+                    listed = source in run.get("tables", ())
+                    text = record.get("start") or (run.get("start") if listed else None)
+            if not text:
+                break
+            found.append(BinlogPosition.parse(text))
+        else:
+            out[target] = resnapshot_mark(min(found))
     return out
