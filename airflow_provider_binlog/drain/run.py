@@ -34,7 +34,7 @@ from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.observe import Observing, RunObserver
 from airflow_provider_binlog.drain.reconcile import reconcile
 from airflow_provider_binlog.drain.resnapshot import clean_leftovers
-from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
+from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot, snapshot_start_marks
 from airflow_provider_binlog.drain.source import (
     CASCADE_MODES,
     Cascade,
@@ -185,6 +185,8 @@ class Drain:
         self.retention: Retention | None = None  # the cursor file's headroom, checked at the start
         self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
         self.held_at: float | None = None  # when this run took the destination (epoch seconds)
+        self.snapshot_marks: dict[str, Any] = {}
+        """Targets a snapshot loaded after the cursor -> the mark at its start (snapshot_start_marks)."""
         self.interval: dict[str, Any] | None = None  # an interval run's ends (the summary's)
         self.stale = False  # an earlier attempt left batches un-acked (a crash between commit and ack)
         self.held_earlier: set[str] = set()  # targets holding such batches: that attempt committed them
@@ -207,6 +209,7 @@ class Drain:
         (the first fold of a target would wait for Spark to load its table otherwise)."""
         from airflow_provider_binlog.lake.merge import ChangeMerger
         from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 
         spark = self.spark or (self.session.result() if self.session is not None else self._spark())
         instance = self.instance  # staging tables of killed re-snapshot attempts go first
@@ -215,14 +218,22 @@ class Drain:
             guard=instance.running.check if instance.running is not None else None,
         )  # fmt: skip
         limits = self.settings.limits
+        known = known_routes(self.connect, self.routes)
         merger = ChangeMerger(
-            spark, self.destination, known_routes(self.connect, self.routes), self.target_options,
+            spark, self.destination, known, self.target_options,
             max_rows=limits.max_rows_per_commit + limits.batch_size + 1,
             on_schema_change=self.on_schema_change,
         )  # fmt: skip
         self._clean_staging(merger.staging.root)
         # another destination filling a target without a shard column stops here
         check_merger(merger, merger.load_marks())
+        # a table snapshotted after the cursor: nothing before its snapshot's start applies to it again
+        marks = snapshot_start_marks(
+            instance.meta, instance.identity, known, lambda t: merger.marks.get(quote_parts(parse_name(t)))
+        )
+        for target, mark in marks.items():
+            merger.put_mark(target, mark)
+        self.snapshot_marks = marks
         return merger
 
     def _clean_staging(self, root: str) -> None:
@@ -300,6 +311,8 @@ class Drain:
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
                     report(logging.INFO, stale.describe())
                     self.held_earlier.update(stale.holders)
+                for target, mark in self.snapshot_marks.items():  # read again from the lake there
+                    loop.open_merger().put_mark(target, mark)
             with self._interval(point, plan), self.observing.commits():
                 loop.run()
             if (cursor := instance.cursor) is not None:
