@@ -302,8 +302,10 @@ class DdlActions:
         if table is None:
             return
         table.refresh()
-        append = table.newAppend()
+        transaction = table.newTransaction()
+        append = transaction.newAppend()
         for key, value in props.items():
             append.set(key, value)
         append.commit()
+        commits.commit_tagged(self.spark, transaction, props)  # the mark's tag in the same commit
         self.spark.catalog.refreshTable(target)

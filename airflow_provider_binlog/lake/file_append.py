@@ -46,7 +46,7 @@ from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import jvm_helpers
-from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
+from airflow_provider_binlog.lake.commits import commit_tagged, java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.staging import filesystem_of
 from airflow_provider_binlog.lake.table_facts import TableFacts, table_facts
@@ -370,10 +370,12 @@ def append(
         return False
 
     def commit(file: Any) -> None:
-        op = table.newAppend().appendFile(file)
+        transaction = table.newTransaction()
+        op = transaction.newAppend().appendFile(file)
         for key, value in properties.items():
             op = op.set(key, value)
         op.commit()
+        commit_tagged(spark, transaction, properties)  # the mark's tag in the same commit
 
     return write_committed(spark, table, shape, staged(), expected, commit, target)
 
@@ -392,6 +394,7 @@ def data_file(spark: SparkSession, table: Any, location: str) -> Any:
 
 
 def commit_overwrite(
+    spark: SparkSession,
     table: Any,
     file: Any,
     row_filter: Any,
@@ -402,13 +405,15 @@ def commit_overwrite(
     validation from ``snapshot_id`` (``None``: from the table's first snapshot), as Spark's
     ``overwrite`` with ``validate-from-snapshot-id`` and ``isolation-level=serializable`` does
     (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary."""
-    op = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
+    transaction = table.newTransaction()
+    op = transaction.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
     if snapshot_id is not None:
         op = op.validateFromSnapshot(snapshot_id)
     op = op.conflictDetectionFilter(row_filter).validateNoConflictingData().validateNoConflictingDeletes()
     for key, value in properties.items():
         op = op.set(key, value)
     op.commit()
+    commit_tagged(spark, transaction, properties)  # the mark's tag in the same commit
 
 
 REFUSED = (
