@@ -394,17 +394,18 @@ def data_file(spark: SparkSession, table: Any, location: str) -> Any:
 
 
 def commit_overwrite(
-    spark: SparkSession,
     table: Any,
     file: Any,
     row_filter: Any,
     snapshot_id: int | None,
     properties: Mapping[str, str],
+    spark: SparkSession,
 ) -> None:
     """Commit ``file`` as an overwrite by ``row_filter`` (a JVM ``Expression``) with serializable
     validation from ``snapshot_id`` (``None``: from the table's first snapshot), as Spark's
     ``overwrite`` with ``validate-from-snapshot-id`` and ``isolation-level=serializable`` does
-    (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary."""
+    (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary and their destination's tag
+    moved to it in the same transaction (:func:`.commits.commit_tagged`)."""
     transaction = table.newTransaction()
     op = transaction.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
     if snapshot_id is not None:
