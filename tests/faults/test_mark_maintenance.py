@@ -45,7 +45,8 @@ def _expire_all(spark: Any, table: str) -> None:
 def _rewrite_data(spark: Any, table: str) -> None:
     catalog, short = table.split(".", 1)
     spark.sql(
-        f"CALL {catalog}.system.rewrite_data_files(table => '{short}', options => map('min-input-files', '1'))"
+        f"CALL {catalog}.system.rewrite_data_files(table => '{short}', "
+        "options => map('min-input-files', '1'))"
     )
 
 

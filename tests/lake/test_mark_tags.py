@@ -47,7 +47,8 @@ def _expire_all(spark: Any, name: str) -> None:
     now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 1))
     spark.sql("SET spark.sql.session.timeZone = UTC")
     spark.sql(
-        f"CALL lake.system.expire_snapshots(table => '{table}', older_than => TIMESTAMP '{now}', retain_last => 1)"
+        f"CALL lake.system.expire_snapshots(table => '{table}', older_than => TIMESTAMP '{now}', "
+        "retain_last => 1)"
     )
 
 
