@@ -8,6 +8,8 @@ over, so each scenario costs the same)::
     kill phase: k runs of a drain, each in its own process (as an Airflow task runs), each
         SIGKILLed at a kill point it is certain to reach (see below)
     writer stopped; one run without a kill point (it must succeed)
+    with ``maintain``: after each killed run, Iceberg maintenance as a user runs it (full expiry,
+        compaction, delete-file and manifest rewrites, orphan removal: :mod:`.user_maintenance`)
     check: the lake table merged from ``shop.orders`` equals it value by value (:mod:`..lake.verify`),
         and the append-only change log of ``shop.ledger`` holds every row change the writer made
         exactly once (count equal, no (position, key, op) twice, newest image per key equal to the
@@ -135,6 +137,7 @@ class RunResult:
     log: Path
     summary: dict[str, Any] | None = None
     landed: str | None = None
+    maintenance: str = ""  # what the user's maintenance ran after this run, before the next
 
     @property
     def killed(self) -> bool:
@@ -468,9 +471,14 @@ class CrashMatrix:
     fresh_ledger: int = FRESH_LEDGER
     log: Callable[[str], None] = print
     results: list[ScenarioResult] = field(default_factory=list)
+    maintain: Callable[[random.Random], str] | None = None
+    """Called after each killed run, before the next: Iceberg maintenance as a user runs it on the
+    lake tables (:func:`.user_maintenance.random_round`); returns what it ran, for the report. Its
+    random draws come from their own seeded generator (the kill points stay those of the seed)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.maintenance_rng = random.Random(self.seed + 1)
         self.workload = Workload(self.conn, self.seed)
         self._turns: list[str] = []
 
@@ -500,6 +508,8 @@ class CrashMatrix:
                         f"ledger changes is certain to make (exit {run.returncode}); log {run.log}:\n"
                         + run.tail()
                     )
+                if self.maintain is not None:  # between the kill and the retry
+                    run.maintenance = self.maintain(self.maintenance_rng)
         finally:
             writer.stop()
         final = self._run(index, kills + 1, None, replace(self.spec, commit_rows=20 * COMMIT_ROWS))
@@ -534,7 +544,11 @@ class CrashMatrix:
 
     @staticmethod
     def describe(result: ScenarioResult) -> str:
-        points = ", ".join(f"{r.point}{r.timer_note}" for r in result.runs if r.point is not None)
+        points = ", ".join(
+            f"{r.point}{r.timer_note}" + (f" then {r.maintenance}" if r.maintenance else "")
+            for r in result.runs
+            if r.point is not None
+        )
         verdict = "DIVERGED: " + "; ".join(result.diffs) if result.diverged else "lake == source"
         return (
             f"scenario {result.index}: {len(result.kills)} kills [{points}], "

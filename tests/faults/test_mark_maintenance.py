@@ -9,7 +9,6 @@ MariaDB, ZooKeeper, Spark + Iceberg; the runs are :mod:`airflow_provider_binlog.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from airflow_harness import Shop, in_catalog, mysql_uri, warehouse_catalog, zookeeper_uri
 
+from airflow_provider_binlog.dev import user_maintenance
 from airflow_provider_binlog.dev.crash import (
     FRESH_LEDGER,
     KillPoint,
@@ -26,60 +26,21 @@ from airflow_provider_binlog.dev.crash import (
     run_once,
 )
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
-from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.verify import verify_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def _expire_all(spark: Any, table: str) -> None:
-    now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 1))
-    spark.sql("SET spark.sql.session.timeZone = UTC")
-    catalog, short = table.split(".", 1)
-    spark.sql(
-        f"CALL {catalog}.system.expire_snapshots(table => '{short}', "
-        f"older_than => TIMESTAMP '{now}', retain_last => 1)"
-    )
-
-
-def _rewrite_data(spark: Any, table: str) -> None:
-    catalog, short = table.split(".", 1)
-    spark.sql(
-        f"CALL {catalog}.system.rewrite_data_files(table => '{short}', "
-        "options => map('min-input-files', '1'))"
-    )
-
-
-def _rewrite_deletes(spark: Any, table: str) -> None:
-    catalog, short = table.split(".", 1)
-    spark.sql(
-        f"CALL {catalog}.system.rewrite_position_delete_files(table => '{short}', "
-        "options => map('rewrite-all', 'true'))"
-    )
-
-
-def _rewrite_manifests(spark: Any, table: str) -> None:
-    catalog, short = table.split(".", 1)
-    spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => '{short}')")
-
-
-def _remove_orphans(spark: Any, table: str) -> None:
-    """Every file no snapshot holds, however new (the procedure refuses under 24 hours)."""
-    actions = spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    loaded = commits.load_iceberg_table(spark, table)
-    actions.deleteOrphanFiles(loaded).olderThan(int(time.time() * 1000) + 1000).execute()
-
-
 # (kill point, maintenance between the kill and the retry)
 SCENARIOS = [
-    (KillPoint("after_commit", 1), [_expire_all]),
-    (KillPoint("after_commit", 2), [_rewrite_data, _expire_all]),
-    (KillPoint("mark_tag", 1), [_rewrite_data, _rewrite_deletes, _expire_all]),
+    (KillPoint("after_commit", 1), ["expire"]),
+    (KillPoint("after_commit", 2), ["rewrite_data", "expire"]),
+    (KillPoint("mark_tag", 1), ["rewrite_data", "rewrite_deletes", "expire"]),
     (
         KillPoint("after_commit", 1),
-        [_rewrite_deletes, _rewrite_manifests, _rewrite_data, _remove_orphans, _expire_all],
+        ["rewrite_deletes", "rewrite_manifests", "rewrite_data", "remove_orphans", "expire"],
     ),
-    (KillPoint("mark_tag", 2), [_rewrite_manifests, _rewrite_data, _expire_all, _remove_orphans]),
+    (KillPoint("mark_tag", 2), ["rewrite_manifests", "rewrite_data", "expire", "remove_orphans"]),
 ]
 
 
@@ -106,9 +67,7 @@ def test_a_crash_then_maintenance_then_the_retry_applies_each_change_once(
         workload.fill(FRESH_LEDGER)
         killed = run_once(spec, env, tmp_path / f"run{i:02d}-killed.log", point)
         assert killed.killed, f"scenario {i}: not killed at {point}:\n{killed.tail()}"
-        for step in maintenance:
-            for table in (orders, ledger):
-                step(spark, table)
+        user_maintenance.run(spark, [orders, ledger], maintenance)
         retry = run_once(spec, env, tmp_path / f"run{i:02d}-retry.log", None, try_number=2)
         assert retry.returncode == 0, f"scenario {i}: the retry failed:\n{retry.tail()}"
         conn = mariadb.connect()
@@ -124,5 +83,4 @@ def test_a_crash_then_maintenance_then_the_retry_applies_each_change_once(
             conn.close()
         expected = logged + workload.ledger_changes - counted
         problems = diffs + check_ledger_log(spark, ledger, shop.conn, expected)
-        names = [s.__name__ for s in maintenance]
-        assert not problems, f"scenario {i} ({point}, then {names}): {problems}"
+        assert not problems, f"scenario {i} ({point}, then {maintenance}): {problems}"

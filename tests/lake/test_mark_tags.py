@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
-from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake import commits, jvm_helpers
 
 pytestmark = pytest.mark.spark
 
@@ -84,6 +84,8 @@ def test_the_tag_follows_each_commit_and_keeps_the_mark_through_full_expiry(spar
         _foreign(spark, name, v)
     _expire_all(spark, name)
     table = commits.load_iceberg_table(spark, name)
+    walk = jvm_helpers.mark_reader(spark, table).mark  # the ancestry alone: expired with the snapshots
+    assert walk(table, DEST, commits.DESTINATION, commits.ORDER_KEY, 10_000) is None
     assert commits.mark_of(spark, table, DEST, max_depth=10_000) is not None
     state = commits.MarkState.read(spark, table, DEST)
     assert state.state == "gap" and state.mark is not None and not state.intact

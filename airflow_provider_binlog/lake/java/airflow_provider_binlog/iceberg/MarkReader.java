@@ -15,7 +15,7 @@ public class MarkReader {
    * Refresh table, then walk its snapshots from the current one back along their parents, at most
    * maxDepth of them, to the first whose summary names destination under destinationKey and holds
    * a non-empty orderKey; return {"snapshot-id": its id as text, "summary": its summary} as JSON,
-   * or null when none does. The tag is not consulted (see read).
+   * or null when none does: the ancestry alone, as marks were read before the tag (see read).
    */
   public String mark(
       org.apache.iceberg.Table table, String destination, String destinationKey, String orderKey, int maxDepth)
@@ -23,20 +23,6 @@ public class MarkReader {
     table.refresh();
     Map found = newest(table, destination, destinationKey, orderKey, maxDepth);
     return found == null ? null : org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(found);
-  }
-
-  /**
-   * What mark answers (null there) and the table's properties as it was refreshed for it, as one
-   * JSON object: {"mark": ..., "properties": {...}} (a run's start reads both of every table).
-   */
-  public String markAndProperties(
-      org.apache.iceberg.Table table, String destination, String destinationKey, String orderKey, int maxDepth)
-      throws Exception {
-    table.refresh();
-    Map out = new LinkedHashMap();
-    out.put("mark", newest(table, destination, destinationKey, orderKey, maxDepth));
-    out.put("properties", table.properties());
-    return org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(out);
   }
 
   /**
