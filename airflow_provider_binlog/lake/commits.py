@@ -368,15 +368,49 @@ def record_intent(spark: SparkSession, target: str, properties: Mapping[str, str
         table.updateProperties().set(name, key).commit()
 
 
-def commit_tagged(spark: SparkSession, transaction: Any, properties: Mapping[str, str]) -> None:
-    """Commit a JVM Iceberg ``Transaction`` whose last operation made a snapshot with ``properties``,
-    the destination's tag moved to that snapshot in the same transaction (a mark without a
-    destination: the transaction alone). One py4j call."""
+TAGGED_ATTEMPTS = 6
+"""Transactions :func:`commit_tagged` makes at most when the catalog's pointer moved under one."""
+
+
+def commit_tagged(
+    spark: SparkSession, table: Any, build: Callable[[Any], None], properties: Mapping[str, str]
+) -> None:
+    """Commit one operation to ``table`` in a new JVM Iceberg ``Transaction`` with ``properties`` on
+    its snapshot, the destination's tag moved to that snapshot in the same transaction (a mark
+    without a destination: the operation alone). One py4j call for the commit.
+
+    :param build: adds the operation to the transaction it is given and commits it there.
+
+    Iceberg's own retry of a transaction that lost the race for the catalog's pointer cannot carry
+    a tag move (the move is planned on the metadata it started from), so such a commit fails with
+    ``CommitFailedException`` having changed nothing; it is built again on the table as it is now,
+    up to :data:`TAGGED_ATTEMPTS` times (the operation's own checks, e.g. an overwrite's
+    validation from its snapshot, run again in each)."""
     destination = properties.get(DESTINATION)
-    if not destination or not properties.get(ORDER_KEY):
-        transaction.commitTransaction()
-        return
-    jvm_helpers.mark_reader(spark, transaction.table()).commitTagged(transaction, mark_tag(destination))
+    tag = mark_tag(destination) if destination and properties.get(ORDER_KEY) else None
+    attempt = 0
+    while True:
+        attempt += 1
+        transaction = table.newTransaction()
+        build(transaction)
+        try:
+            if tag is None:
+                transaction.commitTransaction()
+            else:
+                jvm_helpers.mark_reader(spark, table).commitTagged(transaction, tag)
+            return
+        except Exception as exc:
+            causes = java_causes(exc)
+            lost = "org.apache.iceberg.exceptions.CommitFailedException" in causes and not any(
+                name in causes
+                for name in (
+                    "org.apache.iceberg.exceptions.ValidationException",
+                    "org.apache.iceberg.exceptions.CommitStateUnknownException",
+                )
+            )
+            if not lost or attempt >= TAGGED_ATTEMPTS:
+                raise
+            table.refresh()
 
 
 def _where(mark: CommittedMark | None) -> str:

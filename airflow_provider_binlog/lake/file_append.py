@@ -370,12 +370,13 @@ def append(
         return False
 
     def commit(file: Any) -> None:
-        transaction = table.newTransaction()
-        op = transaction.newAppend().appendFile(file)
-        for key, value in properties.items():
-            op = op.set(key, value)
-        op.commit()
-        commit_tagged(spark, transaction, properties)  # the mark's tag in the same commit
+        def build(transaction: Any) -> None:
+            op = transaction.newAppend().appendFile(file)
+            for key, value in properties.items():
+                op = op.set(key, value)
+            op.commit()
+
+        commit_tagged(spark, table, build, properties)  # the mark's tag in the same commit
 
     return write_committed(spark, table, shape, staged(), expected, commit, target)
 
@@ -406,15 +407,17 @@ def commit_overwrite(
     ``overwrite`` with ``validate-from-snapshot-id`` and ``isolation-level=serializable`` does
     (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary and their destination's tag
     moved to it in the same transaction (:func:`.commits.commit_tagged`)."""
-    transaction = table.newTransaction()
-    op = transaction.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
-    if snapshot_id is not None:
-        op = op.validateFromSnapshot(snapshot_id)
-    op = op.conflictDetectionFilter(row_filter).validateNoConflictingData().validateNoConflictingDeletes()
-    for key, value in properties.items():
-        op = op.set(key, value)
-    op.commit()
-    commit_tagged(spark, transaction, properties)  # the mark's tag in the same commit
+
+    def build(transaction: Any) -> None:
+        op = transaction.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
+        if snapshot_id is not None:
+            op = op.validateFromSnapshot(snapshot_id)
+        op = op.conflictDetectionFilter(row_filter).validateNoConflictingData().validateNoConflictingDeletes()
+        for key, value in properties.items():
+            op = op.set(key, value)
+        op.commit()
+
+    commit_tagged(spark, table, build, properties)  # the mark's tag in the same commit
 
 
 REFUSED = (

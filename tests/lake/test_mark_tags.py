@@ -224,3 +224,32 @@ def test_cost_of_the_tag_move(spark: Any) -> None:
     print(
         f"tag move after a Spark commit: {moved / n * 1000:.1f} ms; check only: {checked / n * 1000:.1f} ms"
     )
+
+
+def test_a_tagged_commit_that_lost_the_race_is_made_again(spark: Any) -> None:
+    """Another writer commits between a driver's transaction's start and its commit: Iceberg's own
+    retry cannot carry the tag move, so the commit fails having changed nothing and is built again."""
+    name = _table(spark)
+    _commit(spark, name, 1)
+    table = commits.load_iceberg_table(spark, name)
+    built: list[int] = []
+    props = _props(2)
+
+    def build(transaction: Any) -> None:
+        built.append(1)
+        append = transaction.newAppend()
+        for key, value in props.items():
+            append.set(key, value)
+        append.commit()
+        if len(built) == 1:
+            _foreign(spark, name, 7)  # another writer, now
+
+    commits.commit_tagged(spark, table, build, props)
+    assert len(built) == 2
+    table.refresh()
+    current = table.currentSnapshot()
+    assert (
+        current.summary().get(commits.ORDER_KEY) == "3:2:-1:0"
+        and _tagged(spark, name) == current.snapshotId()
+    )
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {name}").collect()) == [1, 7]
