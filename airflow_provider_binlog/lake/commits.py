@@ -272,16 +272,6 @@ def mark_of(
     return MarkState.read(spark, table, destination, max_depth).mark
 
 
-def mark_and_properties(
-    spark: SparkSession, table: Any, destination: str, max_depth: int = MAX_DEPTH
-) -> tuple[CommittedMark | None, dict[str, str]]:
-    """:func:`mark_of` and the table's properties as it was refreshed for it, in one py4j call (a
-    run's start reads both of every table: the marks to fold, the properties to check the table's
-    writers)."""
-    state = MarkState.read(spark, table, destination, max_depth)
-    return state.mark, state.properties
-
-
 class MarkDivergedError(LakeError):
     """The snapshot a destination's mark tag holds is not an ancestor of the table's current one."""
 
