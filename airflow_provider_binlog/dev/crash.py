@@ -24,13 +24,14 @@ That fixes lower bounds on the hits it makes (:func:`certain_hits`): a batch hol
 ``ceil(L / BATCH_SIZE)`` times for ``L`` fresh ledger changes; a chunk is committed once it holds
 ``commit_rows`` row images and a batch adds at most ``BATCH_SIZE`` (every change of an append-only
 target is an image), so ``before_commit``, ``after_commit``, ``after_ack``, the ledger's
-``merge_table`` and its ``file_written`` (the driver writes the ledger's chunk as a data file,
+``merge_table``, its ``mark_tag`` (after its commit, before its mark's tag moves) and its
+``file_written`` (the driver writes the ledger's chunk as a data file,
 :mod:`..lake.file_append`; the other tables' MERGEs by the driver hit it too,
 :mod:`..lake.position_delta`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
 kill point is the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned
 kill happens; one that does not is an error (the bound, or the drain, changed). The kinds take
-turns in a seeded order (every kind once per ``len(KINDS)`` kills): the seven failpoints (drain,
-before_commit, merge_table, file_written, after_commit, ack, after_ack: see :mod:`..faults`) and
+turns in a seeded order (every kind once per ``len(KINDS)`` kills): the eight failpoints (drain,
+before_commit, merge_table, file_written, mark_tag, after_commit, ack, after_ack: see :mod:`..faults`) and
 ``timer``, a kill at a random moment mid-run: the first ``drain`` hit (the first batch read)
 starts a timer of a random delay that SIGKILLs the process wherever it is (reading, starting
 Spark, inside a MERGE, acking); should the run reach its last certain ``after_ack`` hit first, the
@@ -61,7 +62,9 @@ import pymysql
 from airflow_provider_binlog.dev import demo_data
 from airflow_provider_binlog.faults import ENV, KILL_MARK
 
-FAILPOINTS = ("drain", "before_commit", "merge_table", "file_written", "after_commit", "ack", "after_ack")
+FAILPOINTS = (
+    "drain", "before_commit", "merge_table", "file_written", "mark_tag", "after_commit", "ack", "after_ack",
+)  # fmt: skip
 TIMER = "timer"
 KINDS = (*FAILPOINTS, TIMER)
 TIMER_STARTS_AT = "drain"  # a timer kill's timer starts at the first hit of this failpoint
@@ -90,7 +93,15 @@ def certain_hits(ledger_changes: int, commit_rows: int = COMMIT_ROWS) -> dict[st
     batches = -(-ledger_changes // BATCH_SIZE)
     commits = -(-ledger_changes // (commit_rows + BATCH_SIZE))
     hits = {"drain": batches, "ack": batches}
-    per_commit = ("before_commit", "merge_table", "file_written", "after_commit", "after_ack", TIMER)
+    per_commit = (
+        "before_commit",
+        "merge_table",
+        "file_written",
+        "mark_tag",
+        "after_commit",
+        "after_ack",
+        TIMER,
+    )
     hits |= dict.fromkeys(per_commit, commits)
     return hits
 

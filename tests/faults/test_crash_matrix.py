@@ -2,11 +2,11 @@
 
 The scenarios are :mod:`airflow_provider_binlog.dev.crash`'s: a writer changes the ``shop`` tables
 while runs are killed at failpoints (drain, before_commit, merge_table, file_written,
-after_commit, ack, after_ack) or at a random moment mid-run (a timer); then a clean run; the lake table of
-``shop.orders`` is compared with its source value by value, and the append-only change log of
-``shop.ledger`` must hold each change once. Each kill point lies within the hits its run is
+mark_tag, after_commit, ack, after_ack) or at a random moment mid-run (a timer); then a clean run;
+the lake table of ``shop.orders`` is compared with its source value by value, and the append-only
+change log of ``shop.ledger`` must hold each change once. Each kill point lies within the hits its run is
 certain to make (the harness writes a known amount of changes before each run), so every planned
-kill happens on any machine, fast or slow, and the kinds take turns (all eight in every eight
+kill happens on any machine, fast or slow, and the kinds take turns (all nine in every nine
 kills). After each kill, Iceberg maintenance as a user runs it on both lake tables, a random round
 of full expiry (``retain_last => 1``), compaction, delete-file and manifest rewrites and orphan
 removal (:mod:`airflow_provider_binlog.dev.user_maintenance`; ``BINLOG_CDC_CRASH_MAINTENANCE=off``:
