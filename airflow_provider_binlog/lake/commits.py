@@ -26,8 +26,9 @@ row delta of :mod:`.position_delta`, Spark's INSERT). Iceberg's ``expire_snapsho
 a snapshot a tag holds (whatever ``retain_last`` or ``older_than``), so neither it nor
 ``rewrite_data_files``, ``rewrite_position_delete_files``, ``rewrite_manifests`` or
 ``remove_orphan_files`` (the tagged snapshot's files stay reachable) can take the mark away, at any
-moment, a crash and its retry included. The cost: one more metadata commit per Spark commit (about
-10 ms on a local Hadoop catalog), none where the transaction carries it (a 6 ms check after it).
+moment, a crash and its retry included. The cost (``tests/lake/test_mark_tags.py``, local Hadoop
+catalog, 2 cores): one more metadata commit after each Spark commit, 10-18 ms; nothing measurable
+inside the driver's transaction, then 6-10 ms for :func:`move_tag` to see the tag is there.
 
 Reading (:class:`MarkState`, one py4j call, ``MarkReader.read``): walk the current snapshot's
 ancestry back to the tagged snapshot (not further: the cost does not grow with history; other
