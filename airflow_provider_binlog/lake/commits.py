@@ -56,7 +56,8 @@ their tag cannot ride on Spark's commit, so before it the insert's order key is 
 table property :data:`INTENT_PREFIX` + ``D`` (:func:`record_intent`, one metadata commit). When a
 run's start finds that intent past the mark and its walk did not see every snapshot back to the
 tag (expiry removed the insert's snapshot, if it landed, with the others), the target stops
-(:class:`MarkMissingError`) rather than guess; an intact walk proves the insert did not land.
+(:class:`MarkMissingError`) rather than guess; an intact walk sees whether it landed. (A keyed
+target's Spark commit in the same window at worst has its changes applied again: idempotent.)
 
 The properties ride on ``org.apache.iceberg.spark.CommitMetadata``'s thread-local: set just around
 the statement (py4j pins each Python thread to one JVM thread, where the commit runs) and removed
