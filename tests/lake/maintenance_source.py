@@ -16,7 +16,11 @@ from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 SCHEMA = TableSchema(
     "src",
     "t",
-    (ColumnDef("id", T.LONGLONG), ColumnDef("n", T.LONG), ColumnDef("v", T.VARCHAR, collation=45, charset="utf-8")),
+    (
+        ColumnDef("id", T.LONGLONG),
+        ColumnDef("n", T.LONG),
+        ColumnDef("v", T.VARCHAR, collation=45, charset="utf-8"),
+    ),
     ("id",),
 )
 
@@ -60,13 +64,13 @@ class Source:
                 del self.rows[key]
             else:
                 self.rows[key] = after
-            out.append(
-                RowChange(
-                    destination, "src", "t", op, before, after, ("id",), pos,
-                    BinlogPosition(self.file, self.pos + 50), None, 1_700_000_000,
-                    OrderKey(self.file_number, self.pos, -1, 0), SCHEMA,
-                )  # fmt: skip
-            )
+            end = BinlogPosition(self.file, self.pos + 50)
+            key_order = OrderKey(self.file_number, self.pos, -1, 0)
+            change = RowChange(
+                destination, "src", "t", op, before, after, ("id",), pos, end, None, 1_700_000_000,
+                key_order, SCHEMA,
+            )  # fmt: skip
+            out.append(change)
         return out
 
     def run(self, merger: ChangeMerger, n: int) -> None:
@@ -76,9 +80,7 @@ class Source:
 
 
 def merger(spark: Any, destination: str, target: str, **options: Any) -> ChangeMerger:
-    return ChangeMerger(
-        spark, destination, {"src.t": target}, TargetOptions(count_changes=False, **options)
-    )
+    return ChangeMerger(spark, destination, {"src.t": target}, TargetOptions(count_changes=False, **options))
 
 
 def lake_rows(spark: Any, target: str) -> dict[int, dict[str, Any]]:

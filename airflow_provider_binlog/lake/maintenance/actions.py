@@ -48,7 +48,9 @@ class TableRef:
         return f"{quote(self.catalog)}.{self.identifier}"
 
     def call(self, procedure: str, **arguments: str) -> str:
-        args = ", ".join([f"table => {_literal(self.identifier)}", *(f"{k} => {v}" for k, v in arguments.items())])
+        args = ", ".join(
+            [f"table => {_literal(self.identifier)}", *(f"{k} => {v}" for k, v in arguments.items())]
+        )
         return f"CALL {quote(self.catalog)}.system.{procedure}({args})"
 
 
@@ -65,7 +67,9 @@ def _row(spark: SparkSession, sql: str) -> dict[str, Any]:
     return rows[0].asDict() if rows else {}
 
 
-def retried(table: TableRef, what: str, attempts: int, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def retried(
+    table: TableRef, what: str, attempts: int, action: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
     """Run ``action``; a conflict with another writer is retried (``attempts`` runs at most, backing
     off 0.5 s doubling). Iceberg validates each rewrite against what committed since it read the
     table, so a retried rewrite never drops, doubles or resurrects a row a load committed meanwhile.
@@ -176,7 +180,9 @@ def expire_snapshots(spark: SparkSession, table: TableRef, expiry: Expiry, attem
     return retried(table, "expire_snapshots", attempts, run)
 
 
-def remove_orphan_files(spark: SparkSession, table: TableRef, older_than_ms: int, attempts: int) -> dict[str, Any]:
+def remove_orphan_files(
+    spark: SparkSession, table: TableRef, older_than_ms: int, attempts: int
+) -> dict[str, Any]:
     """Remove files under the table's location that no snapshot or metadata references and that
     are older than ``older_than_ms`` (the policy's ``orphan_age`` ago, at least a day: a running
     commit's new files are minutes old; staging lives outside table locations)."""

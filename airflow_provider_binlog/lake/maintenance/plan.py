@@ -82,7 +82,9 @@ def plan(health: Health, policy: MaintenancePolicy, now_ms: int) -> Plan:
         allowed = 2 * health.needed_files + policy.max_small_files
         if health.data_files > allowed:
             compact = True
-            reasons.append(f"{health.data_files} data files (more than {allowed} for {health.data_bytes} bytes)")
+            reasons.append(
+                f"{health.data_files} data files (more than {allowed} for {health.data_bytes} bytes)"
+            )
         if health.delete_files > policy.max_delete_files:
             compact = True
             reasons.append(f"{health.delete_files} delete files (more than {policy.max_delete_files})")
