@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -69,6 +70,10 @@ def maintain_table(
     if due.rewrite_deletes:
         out["rewrite_position_delete_files"] = actions.rewrite_position_delete_files(spark, ref, attempts)
         ran.append("rewrite_position_delete_files")
+    if due.rewrite_manifests and due.compact:  # the rewrite wrote few manifests: still due?
+        due = dataclasses.replace(
+            due, rewrite_manifests=read_health(spark, table).manifests > policy.max_manifests
+        )
     if due.rewrite_manifests:
         out["rewrite_manifests"] = actions.rewrite_manifests(spark, ref, attempts)
         ran.append("rewrite_manifests")

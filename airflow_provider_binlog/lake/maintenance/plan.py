@@ -13,8 +13,9 @@ from airflow_provider_binlog.lake.maintenance.policy import (
 )
 
 EXPIRE_SLACK = 0.1
-"""Expiry is due once the oldest snapshot is this fraction of ``snapshot_age`` past it (and more
-than ``keep_snapshots`` exist), so a table under a steady load expires in batches, not every run."""
+"""Expiry is due once the oldest snapshot is this fraction of ``snapshot_age`` past it and the
+snapshots exceed those kept by this fraction (at least one), so a table under a steady load
+expires in batches, not every run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ def plan(health: Health, policy: MaintenancePolicy, now_ms: int) -> Plan:
             compact = True
             reasons.append(f"{health.delete_files} delete files (more than {policy.max_delete_files})")
         ratio = health.deleted_rows / health.records if health.records else 0.0
-        if health.delete_files and ratio > policy.max_delete_ratio:
+        if health.deleted_rows >= policy.min_deleted_rows and ratio > policy.max_delete_ratio:
             compact = True
             reasons.append(f"deleted rows {ratio:.0%} of the rows (more than {policy.max_delete_ratio:.0%})")
         # v2 position delete files a data rewrite leaves (deletes of files it did not take)
@@ -101,7 +102,8 @@ def plan(health: Health, policy: MaintenancePolicy, now_ms: int) -> Plan:
     if policy.expire and health.oldest_ms is not None:
         due_before = now_ms - int(policy.snapshot_age * (1 + EXPIRE_SLACK) * 1000)
         candidate = expiry_for(health, policy, now_ms)
-        if health.snapshots > candidate.retain_last and health.oldest_ms < due_before:
+        over = candidate.retain_last + max(1, int(candidate.retain_last * EXPIRE_SLACK))
+        if health.snapshots > over and health.oldest_ms < due_before:
             problem = protected_refs_problem(health)
             if problem is None:
                 expiry = candidate

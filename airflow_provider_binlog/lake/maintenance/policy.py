@@ -38,6 +38,8 @@ class MaintenancePolicy:
         table may hold before a compaction folds them into its data files.
     :param max_delete_ratio: deleted rows (``total-position-deletes`` / ``total-records``) that make a
         compaction due whatever the delete file count.
+    :param min_deleted_rows: ``max_delete_ratio`` counts from this many deleted rows on (a few
+        deleted rows cost a scan nothing, whatever their ratio in a small table).
     :param max_manifests: manifests of the current snapshot before ``rewrite_manifests`` is due.
     :param orphan_age: seconds; an unreferenced file younger than this is never removed (it may be
         a running commit's, or staged); at least one day.
@@ -53,6 +55,7 @@ class MaintenancePolicy:
     max_small_files: int = 16
     max_delete_files: int = 16
     max_delete_ratio: float = 0.1
+    min_deleted_rows: int = 1000
     max_manifests: int = 32
     orphan_age: float = 3 * DAY
     orphan_interval: float | None = 7 * DAY
