@@ -17,8 +17,8 @@
                                                                after its stop point)
 ``binlog_cdc.retention_headroom_seconds.{destination}``  gauge  seconds until the server may purge the binlog
                                                                file of the destination's cursor
-``binlog_cdc.maintenance_duration.{table}``        timer      a maintenance run of the table (ms), its
-                                                               metadata read included
+``binlog_cdc.maintenance_duration.{table}``        timer      a maintenance run of the table that ran an
+                                                               action (ms), its metadata read included
 ``binlog_cdc.maintenance_rewritten_files.{table}`` counter    data, delete and manifest files its
                                                                rewrites replaced
 ``binlog_cdc.maintenance_expired_snapshots.{table}`` counter  snapshots its expiry removed
@@ -175,8 +175,11 @@ def emit_headroom(destination: str, retention: Retention | None) -> float | None
 
 def emit_maintenance(summary: Mapping[str, Any]) -> None:
     """Send the maintenance metrics of a :func:`~.lake.maintenance.maintain` summary (tagged
-    ``table``); a metrics back end that fails is logged, never raised."""
+    ``table``) for the tables where an action ran (a healthy table's metadata read sends nothing);
+    a metrics back end that fails is logged, never raised."""
     for table, done in (summary.get("tables") or {}).items():
+        if not done.get("ran"):
+            continue
         tags = {"table": table}
         name = stat_name(MAINTENANCE_DURATION, table)
         _guarded(name, timing, name, float(done.get("seconds") or 0) * 1000.0, tags)

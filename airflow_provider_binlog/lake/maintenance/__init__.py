@@ -9,8 +9,9 @@ as Iceberg's Spark procedures (:mod:`.actions`), in this order:
 ``rewrite_data_files``          data files beyond ``2 x needed + max_small_files`` (needed: the
                                 table's bytes over ``write.target-file-size-bytes``), or more than
                                 ``max_delete_files`` delete files, or deleted rows over
-                                ``max_delete_ratio`` (from ``min_deleted_rows`` on): bin-pack (``sort`` where the table has a sort
-                                order), every file with a delete rewritten (deletion vectors folded).
+                                ``max_delete_ratio`` (from ``min_deleted_rows`` on): bin-pack
+                                (``sort`` where the table has a sort order), every file with a
+                                delete rewritten (deletion vectors folded).
 ``rewrite_position_delete_files``  after that rewrite on a format-version 2 table.
 ``rewrite_manifests``           more than ``max_manifests`` manifests in the current snapshot.
 ``expire_snapshots``            more than the snapshots kept, the oldest past ``snapshot_age`` by a
@@ -34,9 +35,10 @@ says per table what ran and why, files rewritten and added, bytes, snapshots exp
   are never removed or moved, and a ``binlog-cdc-`` ref with a maximum age stops expiry on its table).
   Iceberg's own default age is 5 days, but a table at ``*/5`` keeps 1,440 snapshots then, about
   1.8 MB in every ``metadata.json``: a day is about 290 snapshots, a few MB of metadata in all.
-* ``max_small_files=16``, ``max_delete_files=16``, ``max_delete_ratio=0.1`` (from 1,000 deleted rows): a table loaded every 5
-  minutes gets a data file and deletion vectors per run; compacting after about 16 keeps a scan
-  within about 2x of a compacted table (400 runs uncompacted: ``count(*)`` 3.45 s against 0.16 s).
+* ``max_small_files=16``, ``max_delete_files=16``, ``max_delete_ratio=0.1`` (from 1,000 deleted
+  rows): a table loaded every 5 minutes gets a data file and deletion vectors per run; compacting
+  after about 16 keeps a scan near a compacted table's (400 runs uncompacted: ``count(*)`` 3.45 s
+  against 0.16 s).
 * ``max_manifests=32``.
 * ``orphan_age=3 days`` (at least one day: a running commit's new files are minutes old, and
   staging lives outside table locations, see :mod:`..staging`), ``orphan_interval=7 days`` (counted
