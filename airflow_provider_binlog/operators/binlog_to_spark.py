@@ -235,7 +235,7 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"archive_schema must be one of {ARCHIVE_SCHEMAS}, not {archive_schema!r}")
         self.archive_uri = archive_uri
         self.archive_schema = archive_schema
-        from airflow_provider_binlog.operators.maintenance import policy_of
+        from airflow_provider_binlog.lake.maintenance.policy import policy_of
 
         self.maintenance = policy_of(maintenance)  # a bad value fails when the DAG is parsed
         self._instance: CanalInstance | None = None

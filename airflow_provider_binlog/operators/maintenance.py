@@ -22,27 +22,6 @@ from airflow.sdk import BaseOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_binlog.lake.maintenance.policy import MaintenancePolicy
-
-
-def policy_of(value: Any, light: bool = True) -> MaintenancePolicy | None:
-    """A policy from an operator parameter: ``True`` (:meth:`~MaintenancePolicy.light`, or the
-    default with ``light=False``), ``False``/``None`` (none), a policy, a mapping of its fields or
-    its text form (:meth:`~MaintenancePolicy.parse`)."""
-    from airflow_provider_binlog.lake.maintenance.policy import MaintenancePolicy
-
-    if value is True:
-        return MaintenancePolicy.light() if light else MaintenancePolicy()
-    if value is False or value is None:
-        return None
-    if isinstance(value, MaintenancePolicy):
-        return value
-    if isinstance(value, Mapping):
-        return MaintenancePolicy(**value)
-    if isinstance(value, str):
-        return MaintenancePolicy.parse(value)
-    raise ValueError(f"maintenance: True, False, a MaintenancePolicy, a mapping or text, not {value!r}")
-
 
 def lake_tables(tables: Any) -> list[str]:
     """The lake tables of ``tables``: a list of names, or a load's mapping (its targets)."""
@@ -86,6 +65,8 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
         declare = "inlets" not in kwargs
         super().__init__(**kwargs)
         self.tables = tables
+        from airflow_provider_binlog.lake.maintenance.policy import policy_of
+
         self.policy = policy_of(policy, light=False)
         if self.policy is None:
             raise ValueError("policy: a maintenance task needs a policy (True for the default)")

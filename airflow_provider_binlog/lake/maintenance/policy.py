@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
@@ -115,7 +117,7 @@ class MaintenancePolicy:
                 kwargs[key] = None
             elif isinstance(default, bool):
                 kwargs[key] = value.lower() in ("1", "true", "yes", "on")
-            elif isinstance(default, int) and key != "snapshot_age":
+            elif isinstance(default, int):
                 kwargs[key] = int(value)
             else:
                 kwargs[key] = float(value)
@@ -123,3 +125,20 @@ class MaintenancePolicy:
 
 
 DEFAULT_POLICY = MaintenancePolicy()
+
+
+def policy_of(value: Any, light: bool = True) -> MaintenancePolicy | None:
+    """A policy from an operator parameter: ``True`` (:meth:`~MaintenancePolicy.light`, or the
+    default with ``light=False``), ``False``/``None`` (none), a policy, a mapping of its fields or
+    its text form (:meth:`~MaintenancePolicy.parse`)."""
+    if value is True:
+        return MaintenancePolicy.light() if light else MaintenancePolicy()
+    if value is False or value is None:
+        return None
+    if isinstance(value, MaintenancePolicy):
+        return value
+    if isinstance(value, Mapping):
+        return MaintenancePolicy(**value)
+    if isinstance(value, str):
+        return MaintenancePolicy.parse(value)
+    raise ValueError(f"maintenance: True, False, a MaintenancePolicy, a mapping or text, not {value!r}")
