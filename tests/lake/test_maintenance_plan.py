@@ -79,7 +79,7 @@ def test_expiry_by_age_count_and_marks() -> None:
 def test_expiry_refused_while_a_protected_ref_can_age_out() -> None:
     refs = {"binlog-cdc-mark-d1": RefAt(5, True, 86_400_000), "other": RefAt(6, True, 1)}
     due = plan(_health(snapshots=200, oldest_ms=NOW - 3 * DAY, refs=refs), MaintenancePolicy(), NOW)
-    assert due.expiry is None and any("binlog-cdc-mark-d1" in r and "REPLACE TAG" in r for r in due.reasons)
+    assert due.expiry is None and any("binlog-cdc-mark-d1" in r and "DROP TAG" in r for r in due.reasons)
     refs = {"binlog-cdc-mark-d1": RefAt(5, True, None), "other": RefAt(6, True, 1)}
     assert plan(_health(snapshots=200, oldest_ms=NOW - 3 * DAY, refs=refs), MaintenancePolicy(), NOW).expiry
 

@@ -60,7 +60,7 @@ def maintain_table(
         bounded.set_properties(spark, ref.quoted, props)
         ran.append("bounded_metadata")
         report(logging.INFO, f"{ref.display}: brought under the bounded metadata policy ({props})")
-    due = plan(before, policy, now)
+    due = plan(before, policy, now, ref.display)
     if due.reasons:
         out["reasons"] = due.reasons
     attempts = policy.attempts

@@ -58,7 +58,7 @@ def expiry_for(health: Health, policy: MaintenancePolicy, now_ms: int) -> Expiry
     return Expiry(older_than_ms=now_ms - int(policy.snapshot_age * 1000), retain_last=retain)
 
 
-def protected_refs_problem(health: Health) -> str | None:
+def protected_refs_problem(health: Health, table: str = "<table>") -> str | None:
     """Why expiry must not run on this table: a ``binlog-cdc-`` ref with a maximum age, which
     Iceberg's expiry would remove once it passed; ``None`` when there is none."""
     aged = sorted(
@@ -68,15 +68,21 @@ def protected_refs_problem(health: Health) -> str | None:
     )
     if not aged:
         return None
+    again = "; ".join(
+        f"ALTER TABLE {table} DROP TAG `{name}`; "
+        f"ALTER TABLE {table} CREATE TAG `{name}` AS OF VERSION {health.refs[name].snapshot_id}"
+        for name in aged
+    )
     return (
-        f"the refs {', '.join(aged)} have a max-ref-age-ms, so expire_snapshots could remove them: "
-        "no expiry on this table until it is removed "
-        "(ALTER TABLE ... REPLACE TAG `<name>` AS OF VERSION <snapshot id>, without RETAIN)"
+        f"the refs {', '.join(aged)} have a max-ref-age-ms, so expire_snapshots could remove them: no "
+        f"expiry on this table until they have none (stop the table's loads, then: {again})"
     )
 
 
-def plan(health: Health, policy: MaintenancePolicy, now_ms: int) -> Plan:
-    """The actions due on a table in ``health``'s state at ``now_ms`` (see the package docstring)."""
+def plan(health: Health, policy: MaintenancePolicy, now_ms: int, table: str = "<table>") -> Plan:
+    """The actions due on a table in ``health``'s state at ``now_ms`` (see the package docstring).
+
+    :param table: the table's name, for the remedies in the reasons."""
     reasons: list[str] = []
     compact = rewrite_deletes = rewrite_manifests = False
     if policy.compact and health.current_id is not None:
@@ -104,7 +110,7 @@ def plan(health: Health, policy: MaintenancePolicy, now_ms: int) -> Plan:
         candidate = expiry_for(health, policy, now_ms)
         over = candidate.retain_last + max(1, int(candidate.retain_last * EXPIRE_SLACK))
         if health.snapshots > over and health.oldest_ms < due_before:
-            problem = protected_refs_problem(health)
+            problem = protected_refs_problem(health, table)
             if problem is None:
                 expiry = candidate
                 reasons.append(
