@@ -302,3 +302,34 @@ def test_a_compaction_racing_a_load_loses_nothing(spark: Any) -> None:
     assert lake_rows(spark, target) == src.rows
     mark = commits.read_mark(spark, target, "d1")
     assert mark is not None and mark.order_key[1] == src.pos
+
+
+def test_a_compaction_committed_inside_a_loads_commit_is_retried_over(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic: the load has written its data file and deletion vectors against the table it
+    read, and before it commits, a compaction rewrites every file those vectors point at. The load's
+    commit fails Iceberg's validation, is retried by ``commits.commit`` on the compacted table, and
+    the lake equals the model (no row resurrected by a vector on a removed file, none doubled)."""
+    from airflow_provider_binlog.lake import position_delta
+
+    target, src = _loaded(spark, runs=4)
+    real = position_delta.failpoint
+    compacted: list[dict[str, Any]] = []
+    force = MaintenancePolicy(max_small_files=1, max_delete_files=1, expire=False)
+
+    def compact_first(name: str) -> None:
+        real(name)
+        if name == "file_written" and not compacted:
+            compacted.append(maintain_table(spark, target, force))
+
+    monkeypatch.setattr(position_delta, "failpoint", compact_first)
+    retried = commits.conflicts_retried
+    with merger(spark, "d1", target) as m:
+        src.run(m, 30)
+    assert compacted and compacted[0]["ran"][0] == "rewrite_data_files", compacted
+    assert compacted[0]["rewrite_data_files"]["rewritten_data_files"] >= 4
+    assert commits.conflicts_retried > retried
+    assert lake_rows(spark, target) == src.rows
+    mark = commits.read_mark(spark, target, "d1")
+    assert mark is not None and mark.order_key[1] == src.pos
