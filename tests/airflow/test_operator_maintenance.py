@@ -4,7 +4,6 @@ against the real MariaDB, ZooKeeper and Spark; the lake compared with the source
 
 from __future__ import annotations
 
-import logging
 import sys
 import uuid
 from pathlib import Path
@@ -53,7 +52,7 @@ def test_the_operator_compacts_and_reports(
     spark: Any,
     spark_warehouse: str,
     statsd: StatsdListener,  # noqa: F811
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     target, src = f"lake.maint_op.t_{uuid.uuid4().hex[:8]}", Source(5)
     with merger(spark, "d1", target) as m:
@@ -66,15 +65,15 @@ def test_the_operator_compacts_and_reports(
         task_id="maintain", tables=[target, healthy], warehouse=spark_warehouse, spark_master="local[2]",
         stop_spark=False,
     )  # fmt: skip
-    with caplog.at_level(logging.INFO):
-        summary = op.execute(make_context(task_id="maintain"))
+    summary = op.execute(make_context(task_id="maintain"))
     done = summary["tables"][target]
     assert done["ran"][0] == "rewrite_data_files" and done["rewrite_data_files"]["rewritten_data_files"] == 20
     assert done["after"]["data_files"] == 1 and done["after"]["delete_files"] == 0
     assert summary["tables"][healthy]["ran"] == []
     assert summary["policy"]["keep_snapshots"] == 50
     assert lake_rows(spark, target) == src.rows
-    assert any("maintenance summary" in r.getMessage() and target in r.getMessage() for r in caplog.records)
+    logged = [line for line in capsys.readouterr().out.splitlines() if "maintenance summary" in line]
+    assert len(logged) == 1 and target in logged[0] and "rewritten_data_files" in logged[0]  # the task log
     got = _parse(_received(statsd))
     segment = metrics.name_part(target)
     assert got[(f"binlog_cdc.maintenance_rewritten_files.{segment}", "c")] == [
