@@ -115,16 +115,19 @@ class Table:
         props = {} if policy is not None else {"write.metadata.delete-after-commit.enabled": "false"}
         self.options = TargetOptions(count_changes=False, table_properties=props)
         self.seconds: list[float] = []
+        self.maintenance: list[float] = []  # of each run's seconds, the maintenance's
         self.maintained: dict[str, int] = {}
 
     def run(self, changes: list[RowChange], policy: MaintenancePolicy | None) -> None:
         t0 = time.perf_counter()
         with ChangeMerger(self.spark, DESTINATION, {"bench.soak": self.name}, self.options) as merger:
             merger.merge(changes, changes[-1].end_position)
+        t1 = time.perf_counter()
         if policy is not None:
             for action in maintain_table(self.spark, self.name, policy, report=lambda *_: None)["ran"]:
                 self.maintained[action] = self.maintained.get(action, 0) + 1
         self.seconds.append(time.perf_counter() - t0)
+        self.maintenance.append(time.perf_counter() - t1)
 
 
 def _best(spark: Any, sql: str) -> float:
@@ -173,6 +176,7 @@ def main() -> None:
     for table in tables:  # the initial load: one run of --rows inserts
         table.run(table.source.changes(args.rows, inserts_only=True), None)
         table.seconds.clear()
+        table.maintenance.clear()
     print(
         f"# {runs} runs of {args.changes} changes on {args.rows} rows, master {args.master}, "
         f"schedule {args.schedule:.0f} s; policy {default}"
@@ -191,7 +195,7 @@ def main() -> None:
     header = (
         f"{'table':<17} {'first100 s':>10} {'last100 s':>9} {'ratio':>6} {'count s':>8} {'lookup s':>8} "
         f"{'count* s':>8} {'lookup* s':>9} {'meta files':>10} {'meta MB':>8} {'data':>5} {'deletes':>7} "
-        f"{'data*':>5} {'snaps':>6}  lake==source  maintenance"
+        f"{'data*':>5} {'snaps':>6} {'maint s':>7}  lake==source  maintenance"
     )
     print(header)
     for table in tables:
@@ -213,9 +217,11 @@ def main() -> None:
         print(
             f"{table.name:<17} {first:>10.3f} {last:>9.3f} {ratio:>6.2f} {count_s:>8.3f} {lookup_s:>8.3f} "
             f"{count_c:>8.3f} {lookup_c:>9.3f} {files:>10} {size / 2**20:>8.2f} {health.data_files:>5} "
-            f"{health.delete_files:>7} {data_c:>5} {health.snapshots:>6}  {equal!s:<12}  {table.maintained}"
+            f"{health.delete_files:>7} {data_c:>5} {health.snapshots:>6} {sum(table.maintenance):>7.1f}  "
+            f"{equal!s:<12}  {table.maintained}"
         )
-    print("(* a compacted copy of the same rows, measured in this run: the baseline)")
+    print("(* a compacted copy of the same rows, measured in this run: the baseline; maint s: the")
+    print(" maintenance's seconds in all runs, included in the runs' wall times)")
     spark.stop()
 
 
