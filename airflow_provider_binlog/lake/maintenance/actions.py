@@ -152,8 +152,10 @@ def rewrite_manifests(spark: SparkSession, table: TableRef, attempts: int) -> di
 
 def expire_snapshots(spark: SparkSession, table: TableRef, expiry: Expiry, attempts: int) -> dict[str, Any]:
     """``expire_snapshots`` with ``older_than`` and ``retain_last`` (:func:`.plan.expiry_for`); the
-    files only expired snapshots referenced are deleted. Refs are never touched: tags keep their
-    snapshots, and a ref without a maximum age never expires."""
+    files only expired snapshots referenced are deleted (the procedure's reachability check: the
+    driver-side ``Table.expireSnapshots()``, tried as a cheaper way, deleted a live deletion vector
+    of a table written by the driver's merge, ``tests/lake/test_maintenance.py`` caught it). Refs
+    are never touched: tags keep their snapshots, and a ref without a maximum age never expires."""
     older = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(expiry.older_than_ms / 1000))
     ms = expiry.older_than_ms % 1000
     sql = table.call(
