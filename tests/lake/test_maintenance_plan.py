@@ -33,7 +33,7 @@ def test_a_healthy_table_has_nothing_due() -> None:
     ("changes", "reason"),
     [
         ({"data_files": 19}, "19 data files"),
-        ({"delete_files": 17}, "17 delete files"),
+        ({"delete_files": 18}, "18 delete files"),
         ({"deleted_rows": 2001}, "deleted rows 10%"),
     ],
 )
@@ -51,6 +51,12 @@ def test_small_files_counted_against_what_the_bytes_need() -> None:
     small_target = {"write.target-file-size-bytes": str(10**5)}  # 10 files' worth of 1 MB
     assert plan(_health(data_files=36, properties=small_target), MaintenancePolicy(), NOW).empty
     assert plan(_health(data_files=37, properties=small_target), MaintenancePolicy(), NOW).compact
+
+
+def test_delete_files_counted_beyond_what_the_bytes_need() -> None:
+    big = 40 * 512 * 1024 * 1024  # 40 target-size files, each with a deletion vector
+    assert plan(_health(data_files=40, delete_files=40, data_bytes=big), MaintenancePolicy(), NOW).empty
+    assert plan(_health(data_files=40, delete_files=57, data_bytes=big), MaintenancePolicy(), NOW).compact
 
 
 def test_few_deleted_rows_do_not_count_as_a_ratio() -> None:

@@ -8,7 +8,7 @@ as Iceberg's Spark procedures (:mod:`.actions`), in this order:
 ==============================  ====================================================================
 ``rewrite_data_files``          data files beyond ``2 x needed + max_small_files`` (needed: the
                                 table's bytes over ``write.target-file-size-bytes``), or more than
-                                ``max_delete_files`` delete files, or deleted rows over
+                                ``max_delete_files + needed`` delete files, or deleted rows over
                                 ``max_delete_ratio`` (from ``min_deleted_rows`` on): bin-pack
                                 (``sort`` where the table has a sort order), every file with a
                                 delete rewritten (deletion vectors folded).

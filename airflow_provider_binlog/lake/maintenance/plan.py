@@ -92,9 +92,12 @@ def plan(health: Health, policy: MaintenancePolicy, now_ms: int, table: str = "<
             reasons.append(
                 f"{health.data_files} data files (more than {allowed} for {health.data_bytes} bytes)"
             )
-        if health.delete_files > policy.max_delete_files:
+        # deletion vectors are one per data file: counted beyond the files the bytes need (a large
+        # table's vectors are judged by the deleted rows' ratio)
+        deletes_allowed = policy.max_delete_files + health.needed_files
+        if health.delete_files > deletes_allowed:
             compact = True
-            reasons.append(f"{health.delete_files} delete files (more than {policy.max_delete_files})")
+            reasons.append(f"{health.delete_files} delete files (more than {deletes_allowed})")
         ratio = health.deleted_rows / health.records if health.records else 0.0
         if health.deleted_rows >= policy.min_deleted_rows and ratio > policy.max_delete_ratio:
             compact = True

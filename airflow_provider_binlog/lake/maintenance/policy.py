@@ -37,7 +37,8 @@ class MaintenancePolicy:
     :param max_small_files: data files a table may hold beyond twice what its bytes need
         (``write.target-file-size-bytes``) before a compaction is due.
     :param max_delete_files: delete files (deletion vectors, position or equality delete files) a
-        table may hold before a compaction folds them into its data files.
+        table may hold beyond the data files its bytes need before a compaction folds them into
+        its data files.
     :param max_delete_ratio: deleted rows (``total-position-deletes`` / ``total-records``) that make a
         compaction due whatever the delete file count.
     :param min_deleted_rows: ``max_delete_ratio`` counts from this many deleted rows on (a few
