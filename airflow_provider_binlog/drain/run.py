@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from airflow_provider_binlog.drain import interval as interval_ends
 from airflow_provider_binlog.drain.before_images import key_columns_only
@@ -87,6 +87,10 @@ class RunSettings:
         :mod:`..lake.staging`). The run removes what killed runs of its destination left there.
     :param interval: how a timestamp stop (an interval's end) waits for the server to reach it
         (:mod:`.interval`).
+    :param maintenance: a :class:`~..lake.maintenance.MaintenancePolicy`: at the start the tables
+        without bounded metadata get it, at the end the tables the run committed to are maintained
+        as it says (the summary's ``maintenance``; a failure there is a warning, the run is
+        committed); ``None``: neither.
     """
 
     run_id: str = "manual"
@@ -103,6 +107,7 @@ class RunSettings:
     on_cascade: str = "warn"
     staging_uri: str | None = None
     interval: interval_ends.IntervalSettings = field(default_factory=interval_ends.IntervalSettings)
+    maintenance: Any = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.retention_headroom <= 1:
@@ -226,7 +231,8 @@ class Drain:
         )  # fmt: skip
         self._clean_staging(merger.staging.root)
         # another destination filling a target without a shard column stops here
-        check_merger(merger, merger.load_marks())
+        properties = merger.load_marks()
+        check_merger(merger, properties)
         # a table snapshotted after the cursor: nothing before its snapshot's start applies to it again
         marks = snapshot_start_marks(
             instance.meta, instance.identity, known, lambda t: merger.marks.get(quote_parts(parse_name(t)))
@@ -234,6 +240,11 @@ class Drain:
         for target, mark in marks.items():
             merger.put_mark(target, mark)
         self.snapshot_marks = marks
+        if self.settings.maintenance is not None:
+            from airflow_provider_binlog.lake.maintenance.bounded import bring_under
+
+            policy = self.settings.maintenance  # tables without bounded metadata get it (logged once)
+            bring_under(spark, properties, policy, self.report, merger.display, merger.runner.map)
         return merger
 
     def _clean_staging(self, root: str) -> None:
@@ -317,7 +328,9 @@ class Drain:
                 loop.run()
             if (cursor := instance.cursor) is not None:
                 self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included, matches)
-            return self._finish(point, stop, loop)
+            summary = self._finish(point, stop, loop)
+            self._maintain(loop, summary)
+            return summary
         finally:
             instance.close()
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
@@ -446,6 +459,24 @@ class Drain:
             return []
         skipped = {t for t, counts in loop.totals.items() if counts.get("skipped")}
         return sorted(self.held_earlier | skipped)
+
+    def _maintain(self, loop: ChunkLoop, summary: dict[str, Any]) -> None:
+        """Maintain the tables the run committed to by ``settings.maintenance`` (the run is committed
+        and acked: a failure is reported, never raised); the summary's ``maintenance``."""
+        policy, merger = self.settings.maintenance, cast(Any, loop.merger)
+        tables = list(summary.get("snapshots") or ())
+        if policy is None or merger is None or not tables:
+            return
+        from airflow_provider_binlog.lake.maintenance import maintain
+
+        try:
+            summary["maintenance"] = maintain(merger.spark, tables, policy, report=self.report)
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: maintenance of {tables} after the run failed (the run's "
+                f"changes are committed): {type(exc).__name__}: {exc}",
+            )
 
     def _snapshots(self, loop: ChunkLoop) -> dict[str, str]:
         """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest

@@ -118,6 +118,11 @@ class BinlogToSparkOperator(BaseOperator):
         directory, for ``local[*]`` only). Default ``$BINLOG_CDC_STAGING_URI``, else
         ``spark_conf["spark.binlog_cdc.staging_uri"]``, else ``<warehouse>/_binlog_cdc_staging``.
         Cleaned after each statement and at the end; a later run removes what a killed one left.
+    :param maintenance: lake maintenance of the run's tables (:mod:`..lake.maintenance`): ``True``
+        (default: :meth:`~..lake.maintenance.MaintenancePolicy.light`: bounded metadata, expiry and
+        compaction when the table's metadata says they are due, a metadata read per table
+        otherwise), a ``MaintenancePolicy``, or ``False`` (none). What ran is in the summary's
+        ``maintenance``.
     """
 
     #: seconds between progress lines in the task log (read, in the lake, merging, lag)
@@ -168,6 +173,7 @@ class BinlogToSparkOperator(BaseOperator):
         on_unreached: str = "fail",
         archive_uri: str | None = None,
         archive_schema: str | None = None,
+        maintenance: Any = True,
         **kwargs: Any,
     ) -> None:
         declare = "outlets" not in kwargs
@@ -229,6 +235,9 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"archive_schema must be one of {ARCHIVE_SCHEMAS}, not {archive_schema!r}")
         self.archive_uri = archive_uri
         self.archive_schema = archive_schema
+        from airflow_provider_binlog.lake.maintenance.policy import policy_of
+
+        self.maintenance = policy_of(maintenance)  # a bad value fails when the DAG is parsed
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -327,6 +336,7 @@ class BinlogToSparkOperator(BaseOperator):
             retention_headroom=self.retention_headroom, on_cascade=self.on_cascade,
             staging_uri=self.staging_uri or os.environ.get(STAGING_URI_ENV) or None,
             interval=IntervalSettings(wait=self.stop_wait, on_unreached=self.on_unreached),
+            maintenance=self.maintenance,
         )  # fmt: skip
         if self.canal_conn_id:  # a canal server instead of the binlog (operators/canal_source.py)
             from airflow_provider_binlog.operators.canal_source import run_from_canal
@@ -351,6 +361,10 @@ class BinlogToSparkOperator(BaseOperator):
             )  # fmt: skip
             try:
                 summary = self._lineage_summary = drain.run(stop_at)
+                if "maintenance" in summary:
+                    from airflow_provider_binlog.metrics import emit_maintenance
+
+                    emit_maintenance(summary["maintenance"])
                 self._asset_events(context, summary)
                 return summary
             finally:  # the run start's retention headroom as a gauge, the run failed or not
