@@ -98,13 +98,22 @@ def initial_snapshot(
         todo = {s: t for s, t in known.items() if s in record.get("tables", [])}  # resume
     elif cursor is None and record is None:
         todo = dict(known)
-    elif mode == "when_needed":  # tables never snapshotted and never loaded
+    elif mode == "when_needed" or record is None:  # tables never snapshotted and never loaded
+        # with "initial", a cursor without a snapshot record says nothing about the lake: a sensor
+        # pins the head as the cursor before any load, so only the lake's marks tell what was loaded
         session = spark()
         todo = {
             s: t for s, t in known.items()
             if meta.get_json(ident, table_key(s)).value is None
             and commits.read_mark(session, quote_parts(parse_name(t)), destination) is None
         }  # fmt: skip
+        if todo and mode == "initial":
+            report(
+                logging.INFO,
+                f"destination {destination}: the cursor {cursor} was not left by a snapshot or a load of "
+                f"{', '.join(sorted(todo))} (a sensor pins the start before the first load): snapshotting "
+                "them; the binlog continues from the cursor",
+            )
     else:
         todo = {}
     if not todo:

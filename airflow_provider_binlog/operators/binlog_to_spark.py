@@ -98,8 +98,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
         rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
-        snapshot resumes) or ``when_needed`` (also snapshot tables added later and, when the
-        cursor's binlog was purged, every table again from a new start).
+        snapshot resumes; until a snapshot is done, a table this destination never loaded is
+        snapshotted even when a cursor exists, e.g. the start a sensor pinned) or ``when_needed``
+        (also snapshot tables added later and, when the cursor's binlog was purged, every table
+        again from a new start).
     :param snapshot_chunk_size: rows per snapshot chunk.
     :param reconnect_timeout: seconds the source may stay unreachable mid-run (the reader reconnects
         with backoff meanwhile) before the task fails with ``SourceUnavailableError`` naming the
