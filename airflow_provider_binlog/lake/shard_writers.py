@@ -37,6 +37,18 @@ def check_writers(
         record_writer(spark, target, destination, value)
 
 
+def check_created(spark: SparkSession, target: str, display: str, opts: TargetOptions) -> None:
+    """After ``CREATE TABLE IF NOT EXISTS`` of ``target`` (quoted) with ``opts`` (bound: they carry
+    the creating destination's writer line): :func:`check_writers` for that destination, as the
+    statement did nothing when another destination created the table after this run's start read it.
+
+    :raises LakeError: as :func:`writer_value`.
+    """
+    mine = [k[len(WRITER_PREFIX) :] for k in opts.table_properties if k.startswith(WRITER_PREFIX)]
+    if len(mine) == 1:
+        check_writers(spark, target, display, mine[0], opts)
+
+
 def writer_value(props: Mapping[str, str], display: str, destination: str, opts: TargetOptions) -> str | None:
     """What to record as ``destination``'s writer property in a table with the properties ``props``
     (``None``: it is recorded already).

@@ -21,12 +21,14 @@ ones, one commit). A RENAME between two names routed to the table relabels the r
 (:class:`RelabelShard`). A column one shard added is added once; rows of shards that do not have it yet
 hold NULL in it, as their source has no value.
 
-Table properties (written at creation, :func:`bind`; the run start adds its own writer line):
+Table properties (written at creation, :func:`bind`, also without a shard column; the run start
+adds its own writer line to a table created before writer lines were written at creation):
 
 ==============================  =====================================================================
 ``binlog-cdc.shard-column``     the shard column (absent: the table has none)
 ``binlog-cdc.writer.<dest>``    one per destination writing to the table: its shard value template
-                                with ``{destination}``/``{connection}`` filled in
+                                with ``{destination}``/``{connection}`` filled in (``""`` without a
+                                shard column)
 ==============================  =====================================================================
 
 Collisions are refused before anything is written: when the DAG is parsed, two sources of one
@@ -98,9 +100,14 @@ def fill(template: str, **values: str) -> str:
 def bind(opts: TargetOptions, destination: str, connection: str | None = None) -> TargetOptions:
     """``opts`` with ``{destination}`` (and ``{connection}`` when given) filled into the shard value,
     and the table properties a new table records (:data:`SHARD_COLUMN_PROPERTY`, this
-    destination's writer line). The same options again when already bound."""
+    destination's writer line; without a shard column the writer line alone, value ``""``, so a
+    second destination is refused from the creator's first commit on). The same options again when
+    already bound."""
     if not opts.shard_column:
-        return opts
+        if WRITER_PREFIX + destination in opts.table_properties:
+            return opts
+        plain = {**opts.table_properties, WRITER_PREFIX + destination: ""}
+        return dataclasses.replace(opts, table_properties=plain)
     values = {"destination": destination}
     if connection is not None:
         values["connection"] = connection
