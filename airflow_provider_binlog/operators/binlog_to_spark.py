@@ -71,6 +71,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param exclude: tables never read (canal's black list): globs like the keys of ``tables``
         (``shop.tmp_*``, ``shop.`z.w```) or canal regexes (``shop\\.tmp_.*``), comma-separated or a
         list (see :mod:`..canal.filter`). Also the way past a table whose name cannot be a lake table.
+    :param shadow_tables: glob routes take tables named like the shadow tables of gh-ost and
+        pt-online-schema-change too (``_t_gho``, ``_t_new``, ``_t_old``...; by default they are left
+        out, and each run start warns naming every existing table left out so): give the sensor the
+        same (see :mod:`..canal.routing`).
     :param batch_size: entries per batch taken from the store.
     :param max_rows_per_commit: row images a Spark commit holds: one per key a chunk touches (its
         changes are folded to the last per key as they are read), so it bounds memory, not the
@@ -147,6 +151,7 @@ class BinlogToSparkOperator(BaseOperator):
         stop_at: Any = "head",
         columns: str | None = None,
         exclude: str | Sequence[str] | None = None,
+        shadow_tables: bool = False,
         batch_size: int = 20_000,
         max_rows_per_commit: int = 1_000_000,
         max_bytes_per_commit: int = 1024 * 1024 * 1024,
@@ -188,6 +193,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.stop_at = stop_at
         self.columns = columns
         self.exclude = exclude
+        self.shadow_tables = shadow_tables
         self.batch_size = batch_size
         self.max_rows_per_commit = max_rows_per_commit
         self.max_bytes_per_commit = max_bytes_per_commit
@@ -306,7 +312,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
 
         self._check_start_from()
-        routes = Routes(dict(self.tables), exclude=self.exclude)
+        routes = Routes(dict(self.tables), exclude=self.exclude, shadow_tables=self.shadow_tables)
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
         check_routes(routes.routes, self.target_options)
