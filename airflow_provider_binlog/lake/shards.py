@@ -350,13 +350,17 @@ def writers_problem(
     if not opts.shard_column:
         if opts.unique_keys:
             return None
+        from airflow_provider_binlog.lake.merge_sql import sql_string
+
+        unset = ", ".join(sql_string(WRITER_PREFIX + d) for d in sorted(others))
         return (
             f"destinations {destination} and {names} both write into the lake table {display}, which has "
             "no shard column: rows of different destinations with the same key would overwrite each other. "
             'Load the shards into a table with TargetOptions(shard_column="_shard", '
-            'shard_value="{destination}"), or set unique_keys=True when the keys are unique across them. '
-            "If the other destination no longer writes to it (the table was handed over): ALTER TABLE "
-            f"{display} UNSET TBLPROPERTIES ('{WRITER_PREFIX}<that destination>')"
+            'shard_value="{destination}"), or give both destinations TargetOptions(unique_keys=True) for it '
+            "when the keys are unique across them. "
+            f"If {names} no longer write{'s' if len(others) == 1 else ''} to it (the table was handed "
+            f"over to {destination}): ALTER TABLE {display} UNSET TBLPROPERTIES ({unset})"
         )
     same = sorted(d for d, v in others.items() if v == opts.shard_value)
     if same:

@@ -20,6 +20,7 @@ from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.shard_swap import shard_swap
 from airflow_provider_binlog.lake.shard_writers import check_merger, check_writers
+from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
 from airflow_provider_binlog.lake.sql import quote_parts
 
 from .model import SourceTable, all_type_columns
@@ -287,6 +288,8 @@ def test_a_second_destination_is_refused_from_the_creators_first_commit_on(spark
         check_merger(merger, merger.load_marks())
     text = str(refused.value)
     assert f"destinations two and one both write into the lake table {target}" in text, text
+    with pytest.raises(LakeError, match="two and one both write"):  # a snapshot, before any reset
+        LakeChunkLoader(spark, "two", {"db.a": target})
     assert 'shard_column="_shard"' in text and "unique_keys=True" in text, text
     assert lake() == {1: 10}
     # remedy: unique_keys=True when the keys are unique across the destinations
@@ -295,16 +298,19 @@ def test_a_second_destination_is_refused_from_the_creators_first_commit_on(spark
         rows = [a.upsert(2, 20)]
         merger.merge(rows, rows[-1].end_position)
     assert lake() == {1: 10, 2: 20}
+
     # remedy: the table was handed over to two, so one's writer line goes (the statement as named)
-    unset = re.search(r"ALTER TABLE .* UNSET TBLPROPERTIES \('[^']+'\)", text)
-    assert unset is not None, text
-    spark.sql(unset.group(0).replace("<that destination>", "one"))
-    with (
-        ChangeMerger(spark, "three", {"db.a": target}) as merger,
-        pytest.raises(LakeError, match="three and two"),
-    ):
+    def unset_statement(text: str) -> str:
+        found = re.search(r"ALTER TABLE \S+ UNSET TBLPROPERTIES \([^)]*\)", text)
+        assert found is not None, text
+        return found.group(0)
+
+    assert unset_statement(text) == f"ALTER TABLE {target} UNSET TBLPROPERTIES ('binlog-cdc.writer.one')"
+    spark.sql(unset_statement(text))
+    with ChangeMerger(spark, "three", {"db.a": target}) as merger, pytest.raises(LakeError) as refused:
         check_merger(merger, merger.load_marks())
-    spark.sql(unset.group(0).replace("<that destination>", "two"))
+    assert "destinations three and two both write" in str(refused.value)
+    spark.sql(unset_statement(str(refused.value)))
     with ChangeMerger(spark, "three", {"db.a": target}) as merger:
         check_merger(merger, merger.load_marks())
         rows = [a.upsert(3, 30)]
