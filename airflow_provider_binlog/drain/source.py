@@ -79,10 +79,17 @@ class ShadowNamed:
     source: str
     target: str
     base: str | None
+    copy: bool = False
+    """Named like the copy table of the routed ``base`` (read for its lake copy, see online_copy)."""
 
     def describe(self, destination: str) -> str:
         """The run start's warning: the table, why it is left out, and the ways to load it."""
-        if self.base is not None:
+        if self.copy:
+            why = (
+                f"it is read as the copy of {self.base} while an online schema change of it runs, and "
+                "swapped into that table's lake table at the cut-over"
+            )
+        elif self.base is not None:
             why = f"{self.base} exists: while an online schema change of it runs, this table is part of it"
         else:
             why = "no table it could be the copy of exists, so it is likely a table of its own"
@@ -102,6 +109,7 @@ def shadow_named(connect: Callable[[], Any], routes: Routes) -> list[ShadowNamed
 
     :param connect: opens a plain autocommit connection to the source (closed here).
     """
+    from airflow_provider_binlog.canal.online_copy import copy_base
     from airflow_provider_binlog.canal.routing import SHADOW_SUFFIXES, is_shadow_table
 
     if routes.shadow_tables or len(routes.exact) == len(routes.routes):
@@ -126,7 +134,8 @@ def shadow_named(connect: Callable[[], Any], routes: Routes) -> list[ShadowNamed
             continue
         base = next((table[1 : -len(s) - 1] for s in SHADOW_SUFFIXES if table.lower().endswith("_" + s)), "")
         exists = (schema, base.lower()) in present
-        found.append(ShadowNamed(f"{schema}.{table}", target, f"{schema}.{base}" if exists else None))
+        copy = exists and copy_base(table) is not None and routes.target_for(schema, base) is not None
+        found.append(ShadowNamed(f"{schema}.{table}", target, f"{schema}.{base}" if exists else None, copy))
     return found
 
 
