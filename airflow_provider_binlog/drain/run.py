@@ -43,6 +43,7 @@ from airflow_provider_binlog.drain.source import (
     cascades,
     check_retention,
     known_routes,
+    shadow_named,
 )
 
 if TYPE_CHECKING:
@@ -275,6 +276,8 @@ class Drain:
             instance.hold(settings.running_timeout)
             self.held_at = time.time()
             self.cascades = self._check_cascades()
+            for skipped in shadow_named(self.connect, self.routes):  # never left out silently
+                report(logging.WARNING, skipped.describe(self.destination))
             if settings.snapshot != "never":
                 self.spark = initial_snapshot(
                     instance, self.connect, known_routes(self.connect, self.routes),

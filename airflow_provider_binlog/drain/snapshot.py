@@ -104,7 +104,10 @@ def initial_snapshot(
         todo = {s: t for s, t in known.items() if s in record.get("tables", [])}  # resume
     elif cursor is None and record is None:
         todo = dict(known)
-    elif mode == "when_needed":  # tables never snapshotted and never loaded, or whose lake table is gone
+    elif mode == "when_needed" or record is None:
+        # tables never snapshotted and never loaded; with "when_needed" also those whose lake table is
+        # gone. With "initial", a cursor without a snapshot record says nothing about the lake: a
+        # sensor pins the head as the cursor before any load, so only the lake's marks tell what was loaded
         session = spark()
         todo = {}
         for s, t in known.items():
@@ -112,13 +115,20 @@ def initial_snapshot(
             if meta.get_json(ident, table_key(s)).value is None:
                 if commits.read_mark(session, name, destination) is None:
                     todo[s] = t
-            elif commits.load_iceberg_table(session, name) is None:
+            elif mode == "when_needed" and commits.load_iceberg_table(session, name) is None:
                 # snapshotted once, and its lake table is gone (dropped by hand, as a stop's remedy
                 # says): the binlog after the cursor no longer holds its rows, a new snapshot does
                 report(logging.WARNING, f"destination {destination}: lake table {t} of {s} does not exist: "
                        "taking a new snapshot of it")  # fmt: skip
                 meta.delete_value(ident, table_key(s))
                 todo[s] = t
+        if todo and mode == "initial":
+            report(
+                logging.INFO,
+                f"destination {destination}: the cursor {cursor} was not left by a snapshot or a load of "
+                f"{', '.join(sorted(todo))} (a sensor pins the start before the first load): snapshotting "
+                "them; the binlog continues from the cursor",
+            )
     else:
         todo = {}
     if not todo:

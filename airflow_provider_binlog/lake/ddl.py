@@ -205,6 +205,9 @@ class TargetTables:
                     table_properties=opts.table_properties,
                 )
                 self.existing.add(target)
+                from airflow_provider_binlog.lake.shard_writers import check_created
+
+                check_created(self.spark, target, display, opts)  # another writer created it meanwhile?
             evolve_table(self.spark, target, display, all_columns)
         except (TypeMappingError, SchemaEvolutionError) as exc:
             if where is None:

@@ -71,6 +71,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param exclude: tables never read (canal's black list): globs like the keys of ``tables``
         (``shop.tmp_*``, ``shop.`z.w```) or canal regexes (``shop\\.tmp_.*``), comma-separated or a
         list (see :mod:`..canal.filter`). Also the way past a table whose name cannot be a lake table.
+    :param shadow_tables: glob routes take tables named like the shadow tables of gh-ost and
+        pt-online-schema-change too (``_t_gho``, ``_t_new``, ``_t_old``...; by default they are left
+        out, and each run start warns naming every existing table left out so): give the sensor the
+        same (see :mod:`..canal.routing`).
     :param batch_size: entries per batch taken from the store.
     :param max_rows_per_commit: row images a Spark commit holds: one per key a chunk touches (its
         changes are folded to the last per key as they are read), so it bounds memory, not the
@@ -98,8 +102,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
         rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
-        snapshot resumes) or ``when_needed`` (also snapshot tables added later and, when the
-        cursor's binlog was purged, every table again from a new start).
+        snapshot resumes; until a snapshot is done, a table this destination never loaded is
+        snapshotted even when a cursor exists, e.g. the start a sensor pinned) or ``when_needed``
+        (also snapshot tables added later and, when the cursor's binlog was purged, every table
+        again from a new start).
     :param snapshot_chunk_size: rows per snapshot chunk.
     :param reconnect_timeout: seconds the source may stay unreachable mid-run (the reader reconnects
         with backoff meanwhile) before the task fails with ``SourceUnavailableError`` naming the
@@ -150,6 +156,7 @@ class BinlogToSparkOperator(BaseOperator):
         stop_at: Any = "head",
         columns: str | None = None,
         exclude: str | Sequence[str] | None = None,
+        shadow_tables: bool = False,
         batch_size: int = 20_000,
         max_rows_per_commit: int = 1_000_000,
         max_bytes_per_commit: int = 1024 * 1024 * 1024,
@@ -192,6 +199,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.stop_at = stop_at
         self.columns = columns
         self.exclude = exclude
+        self.shadow_tables = shadow_tables
         self.batch_size = batch_size
         self.max_rows_per_commit = max_rows_per_commit
         self.max_bytes_per_commit = max_bytes_per_commit
@@ -313,7 +321,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
 
         self._check_start_from()
-        routes = Routes(dict(self.tables), exclude=self.exclude)
+        routes = Routes(dict(self.tables), exclude=self.exclude, shadow_tables=self.shadow_tables)
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
         check_routes(routes.routes, self.target_options)
