@@ -153,14 +153,15 @@ def test_tags_keep_their_snapshots_and_are_never_moved(spark: Any) -> None:
     with merger(spark, "d1", target) as m:
         for _ in range(4):
             src.run(m, 10)
-    spark.sql(f"ALTER TABLE {target} CREATE TAG `binlog-cdc-mark-d1` AS OF VERSION {first}")
+    spark.sql(f"ALTER TABLE {target} CREATE TAG `binlog-cdc-pin` AS OF VERSION {first}")  # a protected ref
     policy = MaintenancePolicy(keep_snapshots=2, compact=False)
     done = maintain(spark, [target], policy, now_ms=int(time.time() * 1000) + 2 * DAY_MS)["tables"][target]
     assert done["ran"] == ["expire_snapshots"]
     health = _health(spark, target)
-    assert health.refs["binlog-cdc-mark-d1"].snapshot_id == first
+    assert health.refs["binlog-cdc-pin"].snapshot_id == first
+    assert health.refs["binlog-cdc-mark-d1"].snapshot_id == health.current_id  # the mark's own tag
     assert health.snapshots == 3  # the 2 newest and the tagged one
-    tagged = spark.sql(f"SELECT count(*) AS n FROM {target} VERSION AS OF 'binlog-cdc-mark-d1'").collect()
+    tagged = spark.sql(f"SELECT count(*) AS n FROM {target} VERSION AS OF 'binlog-cdc-pin'").collect()
     assert tagged[0]["n"] > 0
     assert lake_rows(spark, target) == src.rows
     # a protected ref with a maximum age would expire: no expiry then, and it says why
@@ -176,7 +177,8 @@ def test_tags_keep_their_snapshots_and_are_never_moved(spark: Any) -> None:
     assert done["ran"] == ["expire_snapshots"]
     health = _health(spark, target)
     assert health.refs["binlog-cdc-aged"].max_ref_age_ms is None
-    assert health.refs["binlog-cdc-mark-d1"].snapshot_id == first
+    assert health.refs["binlog-cdc-pin"].snapshot_id == first
+    assert health.refs["binlog-cdc-mark-d1"].snapshot_id == health.current_id
     assert lake_rows(spark, target) == src.rows
 
 
