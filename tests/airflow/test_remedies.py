@@ -1,0 +1,87 @@
+"""Remedies executed as written: a stop's message names a way forward, the test takes it and the lake
+equals the source afterwards, value by value (the list of remedies and their tests:
+``docs/remedies.md``).
+
+* A schema-change stop (``on_schema_change={"add_column": "fail"}``) names
+  ``binlog-cdc resnapshot --destination D --table T ...``: that command, taken from the message and
+  given only where the source, the meta store and the lake are, rebuilds the table after the
+  statement, and the next run with the same options goes on past it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
+
+from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
+from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+@pytest.fixture
+def server(mariadb: MariaDbServer) -> MariaDbServer:
+    """One server (FULL metadata) is enough here: the remedy, not the decoding, is under test."""
+    return mariadb
+
+
+def _named_command(message: str) -> list[str]:
+    """The ``binlog-cdc resnapshot ...`` command a message names, as argv without the program."""
+    found = re.search(r"\((binlog-cdc resnapshot [^)]*)\)", message)
+    assert found, message
+    argv = shlex.split(found.group(1))
+    assert argv[:2] == ["binlog-cdc", "resnapshot"], argv
+    return argv[1:]
+
+
+def test_a_schema_change_stop_then_the_resnapshot_command_it_names(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from airflow_provider_binlog import cli
+
+    h, db = harness, harness.db
+    fail = {"add_column": "fail"}
+    h.sql(
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)",
+        f"INSERT INTO {db}.t VALUES (1, 1), (2, 2)",
+    )
+    h.run(on_schema_change=fail)
+    h.assert_equal("t")
+    h.sql(
+        f"ALTER TABLE {db}.t ADD COLUMN n INT DEFAULT 5",
+        f"INSERT INTO {db}.t VALUES (3, 3, 30)",
+        f"UPDATE {db}.t SET n = 7, a = 10 WHERE id = 1",
+        f"DELETE FROM {db}.t WHERE id = 2",
+    )
+    with pytest.raises(SourceOperationError) as stopped:
+        h.run(on_schema_change=fail)
+    err = stopped.value
+    assert not isinstance(err, ResnapshotNeeded) and err.table == f"{db}.t", str(err)
+    argv = _named_command(str(err))
+
+    # the command as the message writes it; only where things are is added
+    monkeypatch.setenv("REMEDY_PASSWORD", server.repl_password)
+    argv += [
+        "--host", server.host, "--port", str(server.port), "--user", server.repl_user,
+        "--password-env", "REMEDY_PASSWORD", "--zookeeper", zookeeper.hosts + zk_chroot,
+        "--warehouse", h.warehouse, "--spark-master", "local[1]",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 0, capsys.readouterr()
+    done = json.loads(capsys.readouterr().out)
+    assert done["source"] == f"{db}.t" and done["rows"] == 2, done
+    h.assert_equal("t")
+
+    # the same options again: the table's lake state is after the statement, so the run goes on
+    h.sql(f"INSERT INTO {db}.t VALUES (4, 4, 40)", f"UPDATE {db}.t SET n = NULL WHERE id = 3")
+    h.run(on_schema_change=fail)
+    h.assert_equal("t")
