@@ -6,6 +6,8 @@ equals the source afterwards, value by value (the list of remedies and their tes
   ``binlog-cdc resnapshot --destination D --table T ...``: that command, taken from the message and
   given only where the source, the meta store and the lake are, rebuilds the table after the
   statement, and the next run with the same options goes on past it.
+* A table without a key names: give it one and then re-snapshot it (the command), ``key_columns``,
+  or ``append_only``; the first and the last are taken here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
 
 from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+from airflow_provider_binlog.lake.errors import MissingKeyError
+from airflow_provider_binlog.lake.options import TargetOptions
+from airflow_provider_binlog.lake.sql import quote_parts
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -31,7 +36,7 @@ def server(mariadb: MariaDbServer) -> MariaDbServer:
 
 def _named_command(message: str) -> list[str]:
     """The ``binlog-cdc resnapshot ...`` command a message names, as argv without the program."""
-    found = re.search(r"\((binlog-cdc resnapshot [^)]*)\)", message)
+    found = re.search(r"\((binlog-cdc resnapshot [^):]*)[):]", message)
     assert found, message
     argv = shlex.split(found.group(1))
     assert argv[:2] == ["binlog-cdc", "resnapshot"], argv
@@ -85,3 +90,52 @@ def test_a_schema_change_stop_then_the_resnapshot_command_it_names(
     h.sql(f"INSERT INTO {db}.t VALUES (4, 4, 40)", f"UPDATE {db}.t SET n = NULL WHERE id = 3")
     h.run(on_schema_change=fail)
     h.assert_equal("t")
+
+
+def test_a_table_without_a_key_stops_then_each_remedy_it_names(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ "has no primary key: give it one, or set ... TargetOptions(key_columns=(...)) for it, or
+    TargetOptions(append_only=True)": a key given on the source, then the re-snapshot command the
+    message names (the changes logged before the key still have none), and an append-only target
+    are taken here (``key_columns`` is taken in ``tests/faults/test_bad_schema.py``)."""
+    from airflow_provider_binlog import cli
+
+    h, db = harness, harness.db
+    h.sql(f"CREATE TABLE {db}.p (id INT PRIMARY KEY, v INT)", f"INSERT INTO {db}.p VALUES (1, 1)")
+    h.run()  # a destination that runs, then tables without a key join it
+    h.sql(
+        f"CREATE TABLE {db}.k (id INT NOT NULL, v VARCHAR(10))",
+        f"CREATE TABLE {db}.a (id INT NOT NULL, v VARCHAR(10))",
+        f"INSERT INTO {db}.k VALUES (1, 'one'), (2, 'two')",
+        f"INSERT INTO {db}.a VALUES (1, 'one'), (2, 'two')",
+    )
+    with pytest.raises(MissingKeyError) as stopped:
+        h.run()
+    message = str(stopped.value)
+    assert f"table {db}.k (target lake.{db}.k) has no primary key: give it one" in message, message
+
+    # give it one (on the source), then the re-snapshot the message names; the other table as an
+    # append-only log
+    h.sql(f"ALTER TABLE {db}.k ADD PRIMARY KEY (id)", f"UPDATE {db}.k SET v = 'uno' WHERE id = 1")
+    argv = _named_command(message)
+    assert argv[-2:] == ["--target", f"lake.{db}.k"], argv
+    monkeypatch.setenv("REMEDY_PASSWORD", server.repl_password)
+    argv += [
+        "--host", server.host, "--port", str(server.port), "--user", server.repl_user,
+        "--password-env", "REMEDY_PASSWORD", "--zookeeper", zookeeper.hosts + zk_chroot,
+        "--warehouse", h.warehouse, "--spark-master", "local[1]",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 0, capsys.readouterr()
+    h.sql(f"INSERT INTO {db}.a VALUES (3, 'three')", f"INSERT INTO {db}.k VALUES (3, 'three')")
+    h.run(target_options={f"lake.{db}.a": TargetOptions(append_only=True)})
+    h.assert_equal("k")
+    h.assert_equal("p")
+    log = h.spark.table(quote_parts(("lake", db, "a"))).select("id", "v").collect()
+    assert sorted(tuple(r) for r in log) == [(1, "one"), (2, "two"), (3, "three")], log
