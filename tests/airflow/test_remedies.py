@@ -100,10 +100,10 @@ def test_a_table_without_a_key_stops_then_each_remedy_it_names(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """ "has no primary key: give it one, or set ... TargetOptions(key_columns=(...)) for it, or
-    TargetOptions(append_only=True)": a key given on the source, then the re-snapshot command the
-    message names (the changes logged before the key still have none), and an append-only target
-    are taken here (``key_columns`` is taken in ``tests/faults/test_bad_schema.py``)."""
+    """A keyless table's stop names three ways: give it a key and then re-snapshot it (the command
+    is in the message: the changes logged before the key still have none), ``key_columns``, or
+    ``append_only``. The first and the last are taken here (``key_columns`` in
+    ``tests/faults/test_bad_schema.py``)."""
     from airflow_provider_binlog import cli
 
     h, db = harness, harness.db
@@ -142,8 +142,8 @@ def test_a_table_without_a_key_stops_then_each_remedy_it_names(
 
 
 def test_a_lake_column_type_that_cannot_change_then_drop_and_when_needed(harness: Harness) -> None:  # noqa: F811
-    """ "the Iceberg type string cannot change to int ... drop it and run with
-    snapshot='when_needed'": a lake table left by an earlier load holds ``v`` as text, the source
+    """A lake type that cannot change ("string cannot change to int ... drop it and run with
+    snapshot='when_needed'"): a lake table left by an earlier load holds ``v`` as text, the source
     has it as INT. Dropped, and the run with ``snapshot="when_needed"`` (without ``start_from``, as
     the operator asks when both are given) loads the table whole, the later changes on top."""
     h, db = harness, harness.db
