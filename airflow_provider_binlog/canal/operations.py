@@ -768,6 +768,8 @@ def stop_error(
     ``resnapshot``, else :class:`SourceOperationError`; its remedy names the option value that
     changes the outcome and the re-snapshot command."""
     resnapshot = f"binlog-cdc resnapshot --destination {destination} --table {table}"
+    if target:  # the command requires it: the remedy must work as written
+        resnapshot += f" --target {target}"
     why = f"{op.kind.replace('_', ' ')}: {op.reason}" if op.reason else op.kind.replace("_", " ")
     if verdict == "resnapshot":
         if op.exact:

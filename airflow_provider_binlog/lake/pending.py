@@ -177,8 +177,11 @@ class Pending:
                         run = []
                     if not keys:
                         raise MissingKeyError(
-                            f"table {e.qualified_name} (target {table}) has no primary key: give it one, "
-                            "or set target_options TargetOptions(key_columns=(...)) for it, or "
+                            f"table {e.qualified_name} (target {table}) has no primary key: give it one "
+                            "and then re-snapshot the table (binlog-cdc resnapshot --destination "
+                            f"{e.destination} --table {e.qualified_name} --target {table}: the changes "
+                            "logged before the key have none), or set target_options "
+                            "TargetOptions(key_columns=(...)) for it, or "
                             f"TargetOptions(append_only=True) (first change at {e.position})"
                         )
                     current = Piece(shard_keys(keys, opts), opts.metadata_columns, segment=segment)

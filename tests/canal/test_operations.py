@@ -166,7 +166,7 @@ def test_policy_and_errors() -> None:
     assert (
         "s.t" in text
         and "mysql-bin.000007:1234" in text
-        and "binlog-cdc resnapshot --destination d --table s.t" in text
+        and "binlog-cdc resnapshot --destination d --table s.t --target lake.s.t" in text
     )
     assert "ALTER TABLE t DROP PARTITION p0" in text and len(text) < 900
     again = pickle.loads(pickle.dumps(err))

@@ -108,7 +108,9 @@ def test_table_without_primary_key(
           "DELETE FROM {t} WHERE id = 3")  # fmt: skip
     t.fails(
         MissingKeyError,
-        f"table {t.source} (target {t.target}) has no primary key: give it one, or set target_options "
+        f"table {t.source} (target {t.target}) has no primary key: give it one and then re-snapshot the "
+        f"table (binlog-cdc resnapshot --destination {t.destination} --table {t.source} --target "
+        f"{t.target}: the changes logged before the key have none), or set target_options "
         "TargetOptions(key_columns=(...)) for it, or TargetOptions(append_only=True)",
         t.start,
     )

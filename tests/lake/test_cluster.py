@@ -145,3 +145,138 @@ def test_staging_in_the_drivers_tmp_is_not_readable_by_the_executors(
     assert "binlog-cdc-staging" in message and (
         "FileNotFoundException" in message or "does not exist" in message
     ), message
+
+
+MERGE_DRIVER = textwrap.dedent(
+    """
+    import json, sys, urllib.request
+    from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+    from airflow_provider_binlog.binlog.constants import ColumnType as T
+    from airflow_provider_binlog.binlog.position import BinlogPosition
+    from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
+    from airflow_provider_binlog.lake.merge import merge_batch
+    from airflow_provider_binlog.lake.options import TargetOptions
+    from airflow_provider_binlog.lake.session import create_session
+
+    master, warehouse = sys.argv[1], sys.argv[2]
+    spark = create_session(
+        "binlog-cdc-cluster-merge", master=master, warehouse=warehouse,
+        conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+              "spark.executor.memory": "512m", "spark.cores.max": "1", "spark.sql.shuffle.partitions": "2",
+              "spark.task.maxFailures": "1"},
+    )
+    # a composite key (one of its parts a string) and soft deletes on a copy-on-write table: none of
+    # it is the driver's own MERGE (.position_delta takes one key column and hard deletes)
+    cols = (ColumnDef("id", T.LONGLONG), ColumnDef("region", T.VARCHAR, collation=45),
+            ColumnDef("v", T.DOUBLE))
+    keys = ("id", "region")
+    schema = TableSchema("db", "k", cols, keys)
+    opts = TargetOptions(soft_delete=True, write_mode="copy-on-write")
+    source = {}  # what the source holds after every change: key -> row
+    n = 0
+
+    def change(op, before, after):
+        global n
+        n += 1
+        pos = BinlogPosition("mysql-bin.000001", 1000 + 10 * n)
+        end = BinlogPosition(pos.file, pos.pos + 5)
+        if before is not None:
+            del source[(before["id"], before["region"])]
+        if after is not None:
+            source[(after["id"], after["region"])] = after
+        return RowChange("dest", "db", "k", op, before, after, keys, pos, end,
+                         None, 1_700_000_000, OrderKey(1, pos.pos, -1, 0), schema)
+
+    def row(i, region, v):
+        return {"id": i, "region": region, "v": v}
+
+    first = [change(Op.INSERT, None, row(i, r, i + 0.25)) for i in range(6) for r in ("eu", "us")]
+    merge_batch(spark, "dest", {"db.k": "lake.db.k"}, first, first[-1].end_position, options=opts)
+    second = [
+        change(Op.UPDATE, row(1, "eu", 1.25), row(1, "eu", -7.5)),
+        change(Op.UPDATE, row(2, "us", 2.25), row(2, "ap", 2.5)),  # a key change
+        change(Op.DELETE, row(3, "eu", 3.25), None),
+        change(Op.DELETE, row(4, "us", 4.25), None),
+        change(Op.INSERT, None, row(9, "eu", 9.75)),
+        change(Op.UPDATE, row(5, "eu", 5.25), row(5, "eu", 1e300)),
+    ]
+    counts = merge_batch(spark, "dest", {"db.k": "lake.db.k"}, second, second[-1].end_position, options=opts)
+    app = spark.sparkContext.applicationId
+    live = sorted(tuple(r) for r in spark.sql(
+        "SELECT id, region, v FROM lake.db.k WHERE NOT _cdc_deleted").collect())
+    deleted = sorted(tuple(r) for r in spark.sql(
+        "SELECT id, region FROM lake.db.k WHERE _cdc_deleted").collect())
+    snapshots = [dict(operation=r[0], summary=dict(r[1])) for r in spark.sql(
+        "SELECT operation, summary FROM lake.db.k.snapshots ORDER BY committed_at").collect()]
+    props = {r[0]: r[1] for r in spark.sql("SHOW TBLPROPERTIES lake.db.k").collect()}
+    base = spark.sparkContext.uiWebUrl + "/api/v1/applications/" + app
+
+    def rest(path):
+        with urllib.request.urlopen(base + path, timeout=30) as resp:
+            return json.load(resp)
+
+    result = {
+        "app": app, "counts": counts["lake.db.k"].as_dict(), "live": live, "deleted": deleted,
+        "source": sorted((k[0], k[1], r["v"]) for k, r in source.items()),
+        "snapshots": snapshots, "props": props,
+        "sql": rest("/sql?details=true&planDescription=true&offset=0&length=1000"),
+        "executors": rest("/allexecutors"),
+        "stages": rest("/stages?details=false"),
+    }
+    print("RESULT " + json.dumps(result))
+    spark.stop()
+    """
+)
+
+
+def test_a_merge_the_driver_cannot_write_runs_on_the_isolated_executors(
+    standalone: SparkStandalone, shared: Path
+) -> None:
+    """A composite key, a float column, a key change and soft deletes on a copy-on-write table: the
+    second batch goes through Spark's ``MERGE INTO`` (not the driver's own writers), the executors
+    of the isolated worker read the staged file for it, and the lake equals what the source holds."""
+    warehouse = shared / "spark-merge"
+    proc = subprocess.run(
+        [sys.executable, "-c", MERGE_DRIVER, standalone.url, str(warehouse)],
+        capture_output=True, text=True, timeout=400, cwd=str(REPO), env=dict(os.environ),
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["live"] == result["source"], (result["live"], result["source"])
+    assert result["deleted"] == [[2, "us"], [3, "eu"], [4, "us"]]  # soft: flagged, kept
+    assert result["props"]["write.merge.mode"] == "copy-on-write", result["props"]
+    assert result["counts"]["commits"] == 1, result["counts"]
+
+    # the second batch's commit is Spark's own write (its summary names the application), not a
+    # file the driver committed itself
+    merge = result["snapshots"][-1]
+    assert len(result["snapshots"]) == 2 and merge["operation"] == "overwrite", result["snapshots"]
+    assert merge["summary"].get("spark.app.id") == result["app"], merge
+    assert merge["summary"]["deleted-data-files"] == "1", merge  # copy-on-write: the file rewritten
+
+    # the MERGE's plan (Spark's REST API of the driver UI): a row-level ReplaceData over a scan of
+    # the staged file under the shared warehouse, which read that file's rows (7: the key change is
+    # a delete of the old key and an upsert of the new)
+    staged = f"Location: InMemoryFileIndex [file:{warehouse}/_binlog_cdc_staging/dest/"
+    merges = [q for q in result["sql"] if q["planDescription"].startswith("== Physical Plan ==\nReplaceData")]
+    assert len(merges) == 1 and merges[0]["status"] == "COMPLETED", [
+        q["planDescription"][:200] for q in result["sql"]
+    ]
+    assert staged in merges[0]["planDescription"], merges[0]["planDescription"]
+    scans = [
+        {m["name"]: m["value"] for m in n["metrics"]}
+        for n in merges[0]["nodes"]
+        if n["nodeName"] == "Scan parquet"
+    ]
+    assert scans and all(m["number of files read"] == "1" for m in scans), scans
+    assert {m["number of output rows"] for m in scans} == {"7"}, scans
+
+    # and the tasks that read it ran on the isolated worker's executors: the driver ran none
+    executors = {e["id"]: e for e in result["executors"]}
+    assert executors["driver"]["totalTasks"] == 0, executors["driver"]
+    workers = [e for i, e in executors.items() if i != "driver"]
+    assert workers and sum(e["totalInputBytes"] for e in workers) > 0, workers
+    assert sum(e["completedTasks"] for e in workers) >= 1 and not any(e["failedTasks"] for e in workers), (
+        workers
+    )

@@ -1,0 +1,172 @@
+"""Remedies executed as written: a stop's message names a way forward, the test takes it and the lake
+equals the source afterwards, value by value (the list of remedies and their tests:
+``docs/remedies.md``).
+
+* A schema-change stop (``on_schema_change={"add_column": "fail"}``) names
+  ``binlog-cdc resnapshot --destination D --table T ...``: that command, taken from the message and
+  given only where the source, the meta store and the lake are, rebuilds the table after the
+  statement, and the next run with the same options goes on past it.
+* A table without a key names: give it one and then re-snapshot it (the command), ``key_columns``,
+  or ``append_only``; the first and the last are taken here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
+
+from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
+from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
+from airflow_provider_binlog.lake.errors import MissingKeyError, SchemaEvolutionError
+from airflow_provider_binlog.lake.options import TargetOptions
+from airflow_provider_binlog.lake.sql import quote_parts
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+@pytest.fixture
+def server(mariadb: MariaDbServer) -> MariaDbServer:
+    """One server (FULL metadata) is enough here: the remedy, not the decoding, is under test."""
+    return mariadb
+
+
+def _named_command(message: str) -> list[str]:
+    """The ``binlog-cdc resnapshot ...`` command a message names, as argv without the program."""
+    found = re.search(r"\((binlog-cdc resnapshot [^):]*)[):]", message)
+    assert found, message
+    argv = shlex.split(found.group(1))
+    assert argv[:2] == ["binlog-cdc", "resnapshot"], argv
+    return argv[1:]
+
+
+def test_a_schema_change_stop_then_the_resnapshot_command_it_names(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from airflow_provider_binlog import cli
+
+    h, db = harness, harness.db
+    fail = {"add_column": "fail"}
+    h.sql(
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)",
+        f"INSERT INTO {db}.t VALUES (1, 1), (2, 2)",
+    )
+    h.run(on_schema_change=fail)
+    h.assert_equal("t")
+    h.sql(
+        f"ALTER TABLE {db}.t ADD COLUMN n INT DEFAULT 5",
+        f"INSERT INTO {db}.t VALUES (3, 3, 30)",
+        f"UPDATE {db}.t SET n = 7, a = 10 WHERE id = 1",
+        f"DELETE FROM {db}.t WHERE id = 2",
+    )
+    with pytest.raises(SourceOperationError) as stopped:
+        h.run(on_schema_change=fail)
+    err = stopped.value
+    assert not isinstance(err, ResnapshotNeeded) and err.table == f"{db}.t", str(err)
+    argv = _named_command(str(err))
+
+    # the command as the message writes it; only where things are is added
+    monkeypatch.setenv("REMEDY_PASSWORD", server.repl_password)
+    argv += [
+        "--host", server.host, "--port", str(server.port), "--user", server.repl_user,
+        "--password-env", "REMEDY_PASSWORD", "--zookeeper", zookeeper.hosts + zk_chroot,
+        "--warehouse", h.warehouse, "--spark-master", "local[1]",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 0, capsys.readouterr()
+    done = json.loads(capsys.readouterr().out)
+    assert done["source"] == f"{db}.t" and done["rows"] == 2, done
+    h.assert_equal("t")
+
+    # the same options again: the table's lake state is after the statement, so the run goes on
+    h.sql(f"INSERT INTO {db}.t VALUES (4, 4, 40)", f"UPDATE {db}.t SET n = NULL WHERE id = 3")
+    h.run(on_schema_change=fail)
+    h.assert_equal("t")
+
+
+def test_a_table_without_a_key_stops_then_each_remedy_it_names(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A keyless table's stop names three ways: give it a key and then re-snapshot it (the command
+    is in the message: the changes logged before the key still have none), ``key_columns``, or
+    ``append_only``. The first and the last are taken here (``key_columns`` in
+    ``tests/faults/test_bad_schema.py``)."""
+    from airflow_provider_binlog import cli
+
+    h, db = harness, harness.db
+    h.sql(f"CREATE TABLE {db}.p (id INT PRIMARY KEY, v INT)", f"INSERT INTO {db}.p VALUES (1, 1)")
+    h.run()  # a destination that runs, then tables without a key join it
+    h.sql(
+        f"CREATE TABLE {db}.k (id INT NOT NULL, v VARCHAR(10))",
+        f"CREATE TABLE {db}.a (id INT NOT NULL, v VARCHAR(10))",
+        f"INSERT INTO {db}.k VALUES (1, 'one'), (2, 'two')",
+        f"INSERT INTO {db}.a VALUES (1, 'one'), (2, 'two')",
+    )
+    with pytest.raises(MissingKeyError) as stopped:
+        h.run()
+    message = str(stopped.value)
+    assert f"table {db}.k (target lake.{db}.k) has no primary key: give it one" in message, message
+
+    # give it one (on the source), then the re-snapshot the message names; the other table as an
+    # append-only log
+    h.sql(f"ALTER TABLE {db}.k ADD PRIMARY KEY (id)", f"UPDATE {db}.k SET v = 'uno' WHERE id = 1")
+    argv = _named_command(message)
+    assert argv[-2:] == ["--target", f"lake.{db}.k"], argv
+    monkeypatch.setenv("REMEDY_PASSWORD", server.repl_password)
+    argv += [
+        "--host", server.host, "--port", str(server.port), "--user", server.repl_user,
+        "--password-env", "REMEDY_PASSWORD", "--zookeeper", zookeeper.hosts + zk_chroot,
+        "--warehouse", h.warehouse, "--spark-master", "local[1]",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 0, capsys.readouterr()
+    h.sql(f"INSERT INTO {db}.a VALUES (3, 'three')", f"INSERT INTO {db}.k VALUES (3, 'three')")
+    h.run(target_options={f"lake.{db}.a": TargetOptions(append_only=True)})
+    h.assert_equal("k")
+    h.assert_equal("p")
+    log = h.spark.table(quote_parts(("lake", db, "a"))).select("id", "v").collect()
+    assert sorted(tuple(r) for r in log) == [(1, "one"), (2, "two"), (3, "three")], log
+
+
+def test_a_lake_column_type_that_cannot_change_then_drop_and_when_needed(harness: Harness) -> None:  # noqa: F811
+    """A lake type that cannot change ("string cannot change to int ... drop it and run with
+    snapshot='when_needed'"): a lake table left by an earlier load holds ``v`` as text, the source
+    has it as INT. Dropped, and the run with ``snapshot="when_needed"`` (without ``start_from``, as
+    the operator asks when both are given) loads the table whole, the later changes on top."""
+    h, db = harness, harness.db
+    lake = quote_parts(("lake", db, "t"))
+    h.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(('lake', db))}")
+    h.spark.sql(f"CREATE TABLE {lake} (id INT, v STRING) USING iceberg")
+    h.sql(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+    (file, pos, *_), *_ = h.server.execute("SHOW MASTER STATUS")
+    h.start = f"{file}:{pos}"  # after the CREATE (one in the stream would restart the lake table)
+    h.sql(f"INSERT INTO {db}.t VALUES (1, 10), (2, 20)")
+    with pytest.raises(SchemaEvolutionError) as stopped:
+        h.run()
+    message = str(stopped.value)
+    assert (
+        "string cannot change to int" in message and "drop it and run with snapshot='when_needed'" in message
+    )
+    with pytest.raises(ValueError, match="Remove start_from to take the snapshot"):
+        h.run(snapshot="when_needed")
+    h.spark.sql(f"DROP TABLE {lake}")
+    h.sql(f"UPDATE {db}.t SET v = 11 WHERE id = 1", f"INSERT INTO {db}.t VALUES (3, 30)")
+    h.start = ""
+    h.run(snapshot="when_needed")
+    h.assert_equal("t")
+    h.sql(f"DELETE FROM {db}.t WHERE id = 2")
+    h.run(snapshot="when_needed")  # the table exists again: the binlog from the cursor
+    h.assert_equal("t")
