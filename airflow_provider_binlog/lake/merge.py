@@ -68,7 +68,8 @@ DEFAULT_PARALLEL = 8
 """Targets a commit merges at once. A table the driver merges (:mod:`.position_delta`) waits on the
 JVM for most of its time (its Iceberg commit: about 65 ms of a small table's 95 ms), so more
 tables than cores keep both the JVM and Python busy: 200 tables of 500k changes on 2 cores took 9.1
-s with 8 at once, 10.2 s with 4, 9.0 s with 12 (README, issue #20's fourteenth round)."""
+s with 8 at once, 10.2 s with 4, 9.0 s with 12 (issue #20's fourteenth round in
+docs/performance-history-2026-12-01.md)."""
 
 
 class ChangeMerger:

@@ -86,9 +86,10 @@ DEFAULT_MAX_ROWS = 500_000
 """The driver reads every planned row's key (deleted rows too: a merge-on-read table's files keep
 them) in the operator's process, Spark on the JVM's threads. A 1M-change run whose tables' files
 grew to about 330k rows ran 1.4x faster with the driver merging. Over a 10M-change drain (files past
-2M rows per table) the three choices ran within 7% of each other (README, issue #20's seventh
-round): with this limit 41.8k changes/s, operator 197 and JVM 146 CPU-seconds; without it 44.6k,
-241 and 26; Spark only 43.5k, 182 and 161. The limit keeps the operator's CPU and memory (peak RSS
+2M rows per table) the three choices ran within 7% of each other (issue #20's seventh round in
+docs/performance-history-2026-12-01.md): with this limit 41.8k changes/s, operator 197 and JVM 146
+CPU-seconds; without it 44.6k, 241 and 26; Spark only 43.5k, 182 and 161. The limit keeps the
+operator's CPU and memory (peak RSS
 1,095 against 1,189 MB) for large tables, where a cluster's Spark has the cores. Compacting a table
 (``rewrite_data_files``) brings its pieces back under it."""
 

@@ -97,7 +97,7 @@ class BinlogToSparkOperator(BaseOperator):
         ``evolve`` / ``resnapshot`` / ``fail`` for every class of operation, or a mapping from class
         (``add_column``, ``drop_column``, ``rename_column``, ``modify_column``, ``drop_table``,
         ``recreate_table``, ``partition``, ``rename_table``, ``unknown``) to one of them; ``None``:
-        the defaults (see the README, "Source operations and the lake"). A target's
+        the defaults (see docs/operations.md, "Source operations and the lake"). A target's
         ``TargetOptions(on_schema_change=...)`` wins over it.
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing

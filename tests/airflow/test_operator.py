@@ -329,7 +329,7 @@ def test_crash_between_commit_and_ack_then_rerun(
             assert extra["skipped"] > 0 and extra["commits"] == 0, extra
             newest = spark.sql(f"SELECT snapshot_id FROM lake.{ns}.{t}.snapshots ORDER BY committed_at DESC")
             assert extra["snapshot_id"] == str(newest.first()[0]), extra  # a string: JSON readers round
-            # the README's read: VERSION AS OF the id's digits
+            # docs/operating.md's read: VERSION AS OF the id's digits
             spark.sql(f"SELECT * FROM lake.{ns}.{t} VERSION AS OF {extra['snapshot_id']}").count()
         assert not meta.marks(identity)
         after = meta.get_cursor(identity).value

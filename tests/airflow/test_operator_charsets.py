@@ -71,7 +71,8 @@ def test_utf8_text_created_and_recreated_in_the_stream(harness: Harness) -> None
         f"CREATE TABLE {db}.legacy (id INT PRIMARY KEY, body MEDIUMTEXT, note TEXT CHARACTER SET utf8, "
         "n NATIONAL VARCHAR(5)) ENGINE=InnoDB DEFAULT CHARSET=utf8 COLLATE=utf8_unicode_ci",
         f"INSERT INTO {db}.legacy VALUES (4, %r, 'n4', 'ü'), (5, 'five', NULL, NULL)" % TEXT,
-        # a routed name re-created with new columns of other types (the README: the lake table restarts)
+        # a routed name re-created with new columns of other types (docs/operations.md: the lake table
+        # restarts)
         f"DROP TABLE {db}.t",
         f"CREATE TABLE {db}.t (id VARCHAR(20) PRIMARY KEY, name TEXT, qty INT)",
         f"INSERT INTO {db}.t VALUES ('a', %r, 3), ('b', 'bee', NULL)" % TEXT,
