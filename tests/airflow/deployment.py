@@ -125,10 +125,8 @@ class AirflowDeployment:
                     os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 20
         for proc in self.procs.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -200,7 +198,9 @@ class AirflowDeployment:
                 return runs
             return None
 
-        result: dict[str, tuple[str, str]] = self._wait(idle, timeout, f"every run of {dag_id} to end", every=3)
+        result: dict[str, tuple[str, str]] = self._wait(
+            idle, timeout, f"every run of {dag_id} to end", every=3
+        )
         return result
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
@@ -221,9 +221,9 @@ class AirflowDeployment:
         parts = []
         for name in COMPONENTS:
             parts.append(f"----- {name} ({self.log_path(name)})\n{_tail(self.log_path(name), lines)}")
-        task_logs = sorted(
-            (self.home / "logs").glob("dag_id=*/**/*.log"), key=lambda p: p.stat().st_mtime
-        )[-4:]
+        task_logs = sorted((self.home / "logs").glob("dag_id=*/**/*.log"), key=lambda p: p.stat().st_mtime)[
+            -4:
+        ]
         for path in task_logs:
             parts.append(f"----- task log {path}\n{_tail(path, lines)}")
         return "\n".join(parts)
