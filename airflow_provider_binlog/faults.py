@@ -22,7 +22,9 @@ Failpoints in the code: ``drain`` (after a batch was taken from the store), ``be
 ``after_commit`` (the lake holds the chunk, nothing acked yet), ``ack`` (once per batch of a
 chunk, before its batches are acked together: later hits leave earlier chunks acked),
 ``after_ack``; ``snapshot_before_load`` and ``snapshot_after_load`` around each snapshot chunk;
-``lake_commit`` before each attempt of an Iceberg commit (:func:`..lake.commits.commit`);
+``lake_commit`` before each attempt of an Iceberg commit (:func:`..lake.commits.commit`) and
+``mark_tag`` after it landed, before the destination's mark tag moves (a commit Spark made has
+not moved it);
 ``file_written`` when the driver has written a data file (and for its own MERGE a deletion
 vector file) and not committed it yet (:func:`..lake.file_append.write_committed`,
 :func:`..lake.position_delta.merge_file`).

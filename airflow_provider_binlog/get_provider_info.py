@@ -68,7 +68,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "MySQL binlog CDC",
-                "python-modules": ["airflow_provider_binlog.operators.binlog_to_spark"],
+                "python-modules": [
+                    "airflow_provider_binlog.operators.binlog_to_spark",
+                    "airflow_provider_binlog.operators.maintenance",
+                ],
             }
         ],
         "sensors": [

@@ -17,6 +17,11 @@
                                                                after its stop point)
 ``binlog_cdc.retention_headroom_seconds.{destination}``  gauge  seconds until the server may purge the binlog
                                                                file of the destination's cursor
+``binlog_cdc.maintenance_duration.{table}``        timer      a maintenance run of the table that ran an
+                                                               action (ms), its metadata read included
+``binlog_cdc.maintenance_rewritten_files.{table}`` counter    data, delete and manifest files its
+                                                               rewrites replaced
+``binlog_cdc.maintenance_expired_snapshots.{table}`` counter  snapshots its expiry removed
 ==================================================  =========  =============================================
 
 Counters are sent at the end of a run (also a failed one: what its returned commits applied), the
@@ -52,6 +57,9 @@ HEADROOM = "binlog_cdc.retention_headroom_seconds"
 CHANGES_READ = "binlog_cdc.changes_read"
 CHANGES_MERGED = "binlog_cdc.changes_merged"
 COMMIT_DURATION = "binlog_cdc.commit_duration"
+MAINTENANCE_DURATION = "binlog_cdc.maintenance_duration"
+MAINTENANCE_REWRITTEN = "binlog_cdc.maintenance_rewritten_files"
+MAINTENANCE_EXPIRED = "binlog_cdc.maintenance_expired_snapshots"
 LAG = {"start": "binlog_cdc.lag_start_seconds", "end": "binlog_cdc.lag_end_seconds"}
 MERGED_COUNTS = ("inserted", "updated", "deleted", "appended")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -163,3 +171,29 @@ def emit_headroom(destination: str, retention: Retention | None) -> float | None
     if not _guarded(HEADROOM, gauge, headroom_name(destination), value, {"destination": destination}):
         return None
     return value
+
+
+def emit_maintenance(summary: Mapping[str, Any]) -> None:
+    """Send the maintenance metrics of a :func:`~.lake.maintenance.maintain` summary (tagged
+    ``table``) for the tables where an action ran (a healthy table's metadata read sends nothing);
+    a metrics back end that fails is logged, never raised."""
+    for table, done in (summary.get("tables") or {}).items():
+        if not done.get("ran"):
+            continue
+        tags = {"table": table}
+        name = stat_name(MAINTENANCE_DURATION, table)
+        _guarded(name, timing, name, float(done.get("seconds") or 0) * 1000.0, tags)
+        rewritten = sum(
+            int((done.get(action) or {}).get(key) or 0)
+            for action, key in (
+                ("rewrite_data_files", "rewritten_data_files"),
+                ("rewrite_data_files", "removed_delete_files"),
+                ("rewrite_position_delete_files", "rewritten_delete_files"),
+                ("rewrite_manifests", "rewritten_manifests"),
+            )
+        )
+        name = stat_name(MAINTENANCE_REWRITTEN, table)
+        _guarded(name, incr, name, rewritten, tags)
+        expired = int((done.get("expire_snapshots") or {}).get("snapshots_expired") or 0)
+        name = stat_name(MAINTENANCE_EXPIRED, table)
+        _guarded(name, incr, name, expired, tags)

@@ -46,6 +46,7 @@ class ColumnSpec:
     :param generated: a generated column (``[GENERATED ALWAYS] AS (expr)``).
     :param zerofill: ``ZEROFILL`` given.
     :param unique: inline ``UNIQUE [KEY]`` (a unique key named after the column).
+    :param binary: the ``BINARY`` attribute of a character column (its charset's ``_bin`` collation).
     """
 
     name: str
@@ -62,6 +63,7 @@ class ColumnSpec:
     generated: bool = False
     zerofill: bool = False
     unique: bool = False
+    binary: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,9 @@ class AlterOp:
         ``partition`` (``name`` holds the verb: ``add``, ``drop``, ``truncate``, ``exchange``,
         ``reorganize``, ``coalesce``, ``convert``, ``discard``, ``import``, ``maintain`` (analyze,
         check, optimize, rebuild, repair), ``remove`` (REMOVE PARTITIONING), ``by`` (PARTITION BY))
-        or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset);
+        or ``convert_charset`` (``CONVERT TO CHARACTER SET``; ``name`` holds the charset, ``new_name``
+        the ``COLLATE`` given or ``""``) or ``table_charset`` (``[DEFAULT] CHARSET = x`` /
+        ``COLLATE = y``: the default of columns added later; ``name``/``new_name`` likewise);
         ``add_unique`` (``key``), ``add_index`` (a key that is not unique), ``drop_index`` (``name``),
         ``rename_index`` (``name`` to ``new_name``).
     :param name: the column it applies to (the old name for change/rename).
@@ -152,6 +156,8 @@ class DdlStatement:
     complete: bool = True
     like: tuple[str, str] | None = None
     default_charset: str | None = field(default=None)
+    default_collation: str | None = None
+    """CREATE TABLE: the table option ``COLLATE`` (``None``: not given)."""
     if_not_exists: bool = False
     """``CREATE TABLE IF NOT EXISTS`` / ``DROP TABLE IF EXISTS``."""
     partitioning: Partitioning | None = None
@@ -237,7 +243,7 @@ class _P(TokenCursor):
                 elif t.kind == "num":
                     args.append(int(float(t.text)))
         unsigned = charset = collation = None
-        primary = not_null = auto_increment = generated = zerofill = unique = False
+        primary = not_null = auto_increment = generated = zerofill = unique = binary = False
         default: Default | None = None
         # attributes up to the end of this definition
         while self.i < len(self.t):
@@ -261,6 +267,10 @@ class _P(TokenCursor):
                 zerofill = unsigned = True
             elif u == "UNSIGNED":
                 unsigned = True
+            elif u == "BINARY":
+                binary = True  # CHAR(n) BINARY: the charset's binary collation
+            elif u in ("ASCII", "UNICODE") and charset is None:
+                charset = "latin1" if u == "ASCII" else "ucs2"  # CHAR(n) ASCII / UNICODE
             elif u in ("CHARSET", "CHARACTER"):
                 charset = self.charset_clause()
                 continue
@@ -296,7 +306,7 @@ class _P(TokenCursor):
         return ColumnSpec(
             name, type_name, bool(unsigned), tuple(labels) if labels is not None else None, charset,
             collation, primary, tuple(args), not_null, default, auto_increment, generated, zerofill,
-            unique and not primary,
+            unique and not primary, binary,
         )  # fmt: skip
 
     def key_parts(self) -> tuple[tuple[str, ...], bool]:
@@ -480,21 +490,27 @@ def _create(p: _P) -> DdlStatement:
             continue
         p.eat_p(")")
         break
-    charset, partitioning = _table_options(p)
+    charset, collation, partitioning = _table_options(p)
     return DdlStatement(
         "create", (table,), columns=tuple(columns), primary_key=pk, default_charset=charset,
-        if_not_exists=ine, partitioning=partitioning, unique_keys=tuple(uniques),
+        default_collation=collation, if_not_exists=ine, partitioning=partitioning,
+        unique_keys=tuple(uniques),
     )  # fmt: skip
 
 
-def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
-    """After CREATE TABLE's columns: the default charset and the partitioning."""
-    charset = None
+def _table_options(p: _P) -> tuple[str | None, str | None, Partitioning | None]:
+    """After CREATE TABLE's columns: the default charset and collation, and the partitioning."""
+    charset = collation = None
     partitioning: Partitioning | None = partitions.NOT_PARTITIONED
     while p.peek() is not None:
         u = p.up()
         if u in ("CHARSET", "CHARACTER"):
             charset = p.charset_clause()
+            continue
+        if u == "COLLATE":
+            p.i += 1
+            p.eat_p("=")
+            collation = p.ident().lower()
             continue
         if u == "PARTITION" and p.up(1) == "BY":
             p.i += 2
@@ -506,7 +522,7 @@ def _table_options(p: _P) -> tuple[str | None, Partitioning | None]:
         if u in ("PARTITION", "PARTITIONS", "SUBPARTITION"):
             partitioning = None  # a partition clause not read
         p.i += 1
-    return charset, partitioning
+    return charset, collation, partitioning
 
 
 def _alter(p: _P) -> DdlStatement:
@@ -649,7 +665,26 @@ def _alter(p: _P) -> DdlStatement:
         elif u == "CONVERT" and p.up(1) == "TO":
             p.i += 2
             charset = p.charset_clause() if p.up() in ("CHARSET", "CHARACTER") else ""
-            ops.append(AlterOp("convert_charset", charset))
+            collation = ""
+            if p.up() == "COLLATE":
+                p.i += 1
+                p.eat_p("=")
+                collation = p.ident().lower()
+            ops.append(AlterOp("convert_charset", charset, new_name=collation))
+            p.skip_clause()
+        elif u in ("CHARSET", "CHARACTER", "COLLATE") or (
+            u == "DEFAULT" and p.up(1) in ("CHARSET", "CHARACTER", "COLLATE")
+        ):
+            p.eat("DEFAULT")
+            charset = collation = ""
+            while p.up() in ("CHARSET", "CHARACTER", "COLLATE"):
+                if p.up() == "COLLATE":
+                    p.i += 1
+                    p.eat_p("=")
+                    collation = p.ident().lower()
+                else:
+                    charset = p.charset_clause()
+            ops.append(AlterOp("table_charset", charset, new_name=collation))
             p.skip_clause()
         elif u in ("ALGORITHM", "LOCK", "ENGINE", "ROW_FORMAT", "COMMENT", "AUTO_INCREMENT", "FORCE",
                    "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "CONVERT", "ORDER", "KEY_BLOCK_SIZE",

@@ -617,7 +617,10 @@ def _alter_clause(
     clause: AlterOp, columns: dict[str, ColumnDef] | None, after: TableSchema | None, policy: Policy
 ) -> Operation:
     op = clause.op
-    if op in ("add_pk", "drop_pk", "alter_column", "add_unique", "add_index", "drop_index", "rename_index"):
+    if op in (
+        "add_pk", "drop_pk", "alter_column", "add_unique", "add_index", "drop_index", "rename_index",
+        "table_charset",
+    ):  # fmt: skip
         return NOOP  # keys: the pieces are cut where the key changes; defaults: no row changes
     if op == "convert_charset":
         if clause.name.lower() in _LOSSLESS_TARGET_CHARSETS:

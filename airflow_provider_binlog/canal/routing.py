@@ -271,6 +271,31 @@ class Routes:
                 return template
         return None
 
+    def shadow_skipped(self, schema: str, table: str) -> str | None:
+        """The target a glob (or regex) route would give ``schema.table`` were it not named like a
+        shadow table (:data:`SHADOW_TABLE`), ``None`` when it is routed, excluded or matches no route
+        anyway (what the run start warns about: :func:`~..drain.source.shadow_named`)."""
+        if self.shadow_tables or not is_shadow_table(table) or self._template_for(schema, table):
+            return None
+        if self.excluded(schema, table):
+            return None
+        found = None
+        for sg, tg, template, glob in self._parsed:
+            if glob and _glob_match(sg, schema) and _glob_match(tg, table):
+                found = template
+                break
+        if found is None:
+            for pattern, template in self._regexes:
+                if pattern.fullmatch(f"{schema}.{table}"):
+                    found = template
+                    break
+        if found is None:
+            return None
+        filled = self._fill(found, schema, table)
+        if any(part_problem(p) for p in filled):
+            return None
+        return name_text(filled)
+
     def _fill(self, template: tuple[str, ...], schema: str, table: str) -> tuple[str, ...]:
         return tuple(p.format(schema=schema, table=table) for p in template)
 

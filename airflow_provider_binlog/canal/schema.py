@@ -23,8 +23,11 @@ binlog position** and moves forward with the DDL it sees in the stream:
 
 Limits: positions before the bootstrap with no earlier version use the bootstrap snapshot
 (valid unless the table changed in between; a changed column count or type is detected, a
-same-typed rename is not). Charsets of columns added by DDL without an explicit ``CHARACTER SET``
-follow the table's default as known at bootstrap.
+same-typed rename is not). A character column without ``CHARACTER SET``/``COLLATE`` takes the
+table's default collation: from its CREATE (``DEFAULT CHARSET``/``COLLATE``, else the database's
+default) or a later ``ALTER ... [DEFAULT] CHARSET``/``CONVERT TO`` seen by this process, else the
+table's as ``information_schema`` has it now (names resolve as :class:`Collations` says). A TEXT
+column left without a collation would be typed ``binary`` in the lake while its rows are text.
 
 Stored in the meta manager under the client node (one record per table)::
 
@@ -47,12 +50,15 @@ Names outside ``[A-Za-z0-9_.-]`` are escaped as ``=HH`` per UTF-8 byte.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
+
+import pymysql
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
@@ -83,7 +89,19 @@ TYPE_NAMES: dict[str, ColumnType] = {
     "geomcollection": T.GEOMETRY, "vector": T.VECTOR, "uuid": T.STRING, "inet6": T.STRING,
     "inet4": T.STRING,
 }  # fmt: skip
-_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
+_TEXT = {
+    "char",
+    "varchar",
+    "tinytext",
+    "text",
+    "mediumtext",
+    "longtext",
+    "enum",
+    "set",
+    "character",
+    "nchar",
+    "nvarchar",
+}
 
 
 def _escape(name: str) -> str:
@@ -167,35 +185,110 @@ def type_details(
 
 
 class Collations:
-    """Collation and charset names to ids, read once from ``information_schema``."""
+    """Collation and charset names to ids, read once from ``information_schema``.
 
-    def __init__(self, rows: Iterable[tuple[str, int, str, bool]]) -> None:
+    Names resolve as the server resolves them: ``utf8`` is ``utf8mb3`` (every MySQL; MariaDB while
+    ``old_mode`` has ``UTF8_IS_UTF8MB3``, its default, else ``utf8mb4``), and a collation written
+    either way (``utf8_unicode_ci``, or MySQL 8.0.30+'s ``utf8mb3_unicode_ci``) is found whichever
+    name the server lists. MariaDB 10.10+'s names without a charset (``uca1400_ai_ci``) take the
+    charset in effect, and a collation the server does not list falls back to its charset's default
+    (the charset, which decides the codec and the lake type, is what matters).
+
+    :param rows: ``(name, id, charset, is_default)``.
+    :param utf8: what ``utf8`` names.
+    """
+
+    def __init__(self, rows: Iterable[tuple[str, int, str, bool]], utf8: str = "utf8mb3") -> None:
         self.by_name: dict[str, int] = {}
         self.default_for: dict[str, int] = {}
+        self.charset_of: dict[int, str] = {}
+        self.utf8 = utf8
         for name, cid, charset, is_default in rows:
             if name is None or cid is None:
                 continue  # MariaDB 10.10+ lists collation aliases without ids
-            self.by_name[name.lower()] = int(cid)
-            if is_default and charset is not None:
-                self.default_for[charset.lower()] = int(cid)
+            self.by_name.setdefault(name.lower(), int(cid))
+            if charset is not None:
+                self.charset_of.setdefault(int(cid), charset.lower())
+                if is_default:
+                    self.default_for.setdefault(charset.lower(), int(cid))
 
-    def resolve(self, collation: str | None, charset: str | None) -> int | None:
-        if collation:
-            return self.by_name.get(collation.lower())
-        if charset:
-            return self.default_for.get(charset.lower())
+    def _charsets(self, name: str) -> list[str]:
+        n = name.lower()
+        if n == "utf8":
+            return list(dict.fromkeys([self.utf8, "utf8mb3", "utf8"]))
+        if n == "utf8mb3":
+            return ["utf8mb3", "utf8"]
+        return [n]
+
+    def charset_default(self, charset: str) -> int | None:
+        """The default collation id of a charset name (aliases as in the class docstring)."""
+        for c in self._charsets(charset):
+            if c in self.default_for:
+                return self.default_for[c]
         return None
 
+    def resolve(self, collation: str | None, charset: str | None) -> int | None:
+        """The collation id of a ``COLLATE`` name, else of a ``CHARACTER SET`` name (its default).
 
-def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charset: str | None) -> ColumnDef:
-    """A :class:`ColumnDef` from a DDL column definition (enough for the TABLE_MAP check and names)."""
+        :param charset: with ``collation``: the charset in effect (for MariaDB's short names).
+        """
+        if collation:
+            n = collation.lower()
+            names = [n]
+            prefix, _, rest = n.partition("_")
+            if rest and prefix in ("utf8", "utf8mb3"):
+                names += [f"{c}_{rest}" for c in self._charsets(prefix)]
+            if charset:
+                names += [f"{c}_{n}" for c in self._charsets(charset)]
+            for name in names:
+                if name in self.by_name:
+                    return self.by_name[name]
+            found = self.charset_default(prefix)
+            if found is not None:
+                return found
+        if charset:
+            return self.charset_default(charset)
+        return None
+
+    def binary_of(self, collation: int | None) -> int | None:
+        """The ``_bin`` collation of a collation's charset (``CHAR(n) BINARY``), else ``collation``."""
+        charset = self.charset_name(collation)
+        return self.resolve(f"{charset}_bin", None) if charset else collation
+
+    def charset_name(self, collation: int | None) -> str | None:
+        """The charset name of a collation id, ``None`` when unknown."""
+        return None if collation is None else self.charset_of.get(collation)
+
+    def codec(self, collation: int | None) -> str | None:
+        """:func:`~airflow_provider_binlog.binlog.table_map.collation_codec`, also for ids only the
+        server lists (MariaDB 10.10+'s ``uca1400`` collations)."""
+        from airflow_provider_binlog.binlog.table_map import CHARSET_CODECS, collation_codec
+
+        found = collation_codec(collation)
+        if found is None and collation is not None and collation != 63 and collation in self.charset_of:
+            found = CHARSET_CODECS.get(self.charset_of[collation])
+        return found
+
+
+def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_default: int | None) -> ColumnDef:
+    """A :class:`ColumnDef` from a DDL column definition (enough for the TABLE_MAP check and names).
+
+    :param table_default: the table's default collation id (``None``: unknown); a character column
+        without ``CHARACTER SET``/``COLLATE`` has it.
+    """
     ctype = TYPE_NAMES.get(spec.type_name, T.STRING)
     collation = None
     plugin = _plugin(spec.type_name)
     if plugin or spec.type_name in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
         collation = 63
     elif spec.type_name in _TEXT and collations is not None:
-        collation = collations.resolve(spec.collation, spec.charset or table_charset or None)
+        if spec.collation or spec.charset:
+            context = spec.charset or collations.charset_name(table_default)
+            collation = collations.resolve(spec.collation, context)
+        else:
+            collation = table_default
+        if spec.binary and not spec.collation:
+            collation = collations.binary_of(collation)
     from airflow_provider_binlog.binlog.table_map import collation_codec
 
     args = spec.args
@@ -206,7 +299,7 @@ def spec_to_column(spec: ColumnSpec, collations: Collations | None, table_charse
         nullable=spec.generated or not (spec.not_null or spec.primary),
         unsigned=spec.unsigned,
         collation=collation,
-        charset=collation_codec(collation),
+        charset=collations.codec(collation) if collations is not None else collation_codec(collation),
         enum_values=spec.labels if ctype == T.ENUM else None,
         set_values=spec.labels if ctype == T.SET else None,
         plugin_type=plugin.get("plugin_type"),
@@ -325,7 +418,9 @@ class SchemaHistory:
         self._versions: dict[tuple[str, str], list[tuple[Key, TableSchema | None, str]]] = {}
         self._loaded: set[tuple[str, str]] = set()
         self._collations: Collations | None = None
-        self._table_charsets: dict[tuple[str, str], str] = {}
+        self._table_defaults: dict[tuple[str, str], int | None] = {}
+        """A table's default collation id as the DDL seen here (or ``information_schema``) gave it."""
+        self._schema_defaults: dict[str, int | None] = {}
         self._lock = threading.RLock()
         self.current: Key = (0, 0)
 
@@ -429,8 +524,54 @@ class SchemaHistory:
                 "SELECT COLLATION_NAME, ID, CHARACTER_SET_NAME, IS_DEFAULT = 'Yes' "
                 "FROM information_schema.COLLATIONS"
             )
-            self._collations = Collations(rows)
+            # MariaDB 10.10+: the full names of the collations listed without a charset (MySQL: no
+            # such columns, COLLATIONS has every name)
+            with contextlib.suppress(pymysql.err.MySQLError):
+                rows += self._query(
+                    "SELECT FULL_COLLATION_NAME, ID, CHARACTER_SET_NAME, IS_DEFAULT = 'Yes' "
+                    "FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY"
+                )
+            mode = self._query("SHOW VARIABLES LIKE 'old_mode'")  # MariaDB only
+            utf8 = "utf8mb3"
+            if mode and "UTF8_IS_UTF8MB3" not in str(mode[0][1]).upper():
+                utf8 = "utf8mb4"
+            self._collations = Collations(rows, utf8)
         return self._collations
+
+    def _schema_default(self, schema: str) -> int | None:
+        """The database's default collation id (the server's when the database is not there now)."""
+        if schema not in self._schema_defaults:
+            rows = self._query(
+                "SELECT DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                (schema,),
+            ) or self._query("SELECT @@collation_server")
+            self._schema_defaults[schema] = self._collation_of(rows)
+        return self._schema_defaults[schema]
+
+    def _collation_of(self, rows: list[tuple[Any, ...]]) -> int | None:
+        """The id of the collation name in the first column of the first row (``None``: none)."""
+        coll = self.collations()
+        if coll is None or not rows or not rows[0][0]:
+            return None
+        return coll.resolve(str(rows[0][0]), None)
+
+    def _table_collation_now(self, schema: str, table: str) -> int | None:
+        return self._collation_of(
+            self._query(
+                "SELECT TABLE_COLLATION FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s",
+                (schema, table),
+            )
+        )
+
+    def _table_default(self, schema: str, table: str) -> int | None:
+        """The table's default collation id: as its CREATE here or ``information_schema`` gave it,
+        else the table's as it is now, else its database's."""
+        name = (schema, table)
+        if name not in self._table_defaults:
+            found = self._table_collation_now(schema, table)
+            self._table_defaults[name] = found if found is not None else self._schema_default(schema)
+        return self._table_defaults[name]
 
     def from_information_schema(
         self, schema: str, table: str, with_partitioning: bool = False
@@ -443,8 +584,6 @@ class SchemaHistory:
         """
         if self.connect is None:
             return None
-        from airflow_provider_binlog.binlog.table_map import collation_codec
-
         rows = self._query(
             "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, IS_NULLABLE, COLUMN_KEY, "
             "NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_OCTET_LENGTH "
@@ -478,7 +617,7 @@ class SchemaHistory:
                     type=ctype,
                     unsigned="unsigned" in column_type,
                     collation=plugin.get("collation", cid),
-                    charset=collation_codec(plugin.get("collation", cid)),
+                    charset=coll.codec(plugin.get("collation", cid)) if coll is not None else None,
                     enum_values=labels if ctype == T.ENUM else None,
                     set_values=labels if ctype == T.SET else None,
                     nullable=str(nullable).upper() == "YES",
@@ -499,14 +638,9 @@ class SchemaHistory:
             "information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0",
             (schema, table),
         )
-        charset_rows = self._query(
-            "SELECT c.CHARACTER_SET_NAME FROM information_schema.TABLES t "
-            "JOIN information_schema.COLLATION_CHARACTER_SET_APPLICABILITY c "
-            "ON c.COLLATION_NAME = t.TABLE_COLLATION WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s",
-            (schema, table),
-        )
-        if charset_rows:
-            self._table_charsets[(schema, table)] = str(charset_rows[0][0])
+        table_default = self._table_collation_now(schema, table)
+        if table_default is not None:
+            self._table_defaults[(schema, table)] = table_default
         ts = _keyed(schema, table, cols, _unique_rows(key_rows, rows))
         if with_partitioning:
             ts = partitions.with_partitioning(ts, self.partitioning_from_information_schema(schema, table))
@@ -624,10 +758,14 @@ class SchemaHistory:
         if not stmt.complete or not stmt.columns:
             return self.from_information_schema(schema, table)
         coll = self.collations()
-        if stmt.default_charset:
-            self._table_charsets[(schema, table)] = stmt.default_charset
-        cs = self._table_charsets.get((schema, table))
-        cols = [spec_to_column(c, coll, cs) for c in stmt.columns]
+        default = None
+        if coll is not None:
+            if stmt.default_collation or stmt.default_charset:
+                default = coll.resolve(stmt.default_collation, stmt.default_charset)
+            else:
+                default = self._schema_default(schema)
+        self._table_defaults[(schema, table)] = default
+        cols = [spec_to_column(c, coll, default) for c in stmt.columns]
         keys = []
         try:
             if stmt.primary_key:
@@ -651,7 +789,7 @@ class SchemaHistory:
             keys = [("PRIMARY", base.primary_key, True)]
         taken = {"primary"} | {k[0].lower() for k in keys}
         coll = self.collations()
-        cs = self._table_charsets.get((base.schema, base.table))
+        cs = self._table_default(base.schema, base.table) if coll is not None else None
 
         def index(name: str) -> int:
             for i, c in enumerate(cols):
@@ -708,6 +846,16 @@ class SchemaHistory:
                         (op.new_name if k.lower() == op.name.lower() else k, kc, f) for k, kc, f in keys
                     ]
                     taken.add(op.new_name.lower())
+                elif op.op in ("table_charset", "convert_charset") and coll is not None:
+                    cs = coll.resolve(op.new_name or None, op.name or coll.charset_name(cs)) or cs
+                    self._table_defaults[(base.schema, base.table)] = cs
+                    if op.op == "convert_charset":  # every character column takes the new charset
+                        cols = [
+                            replace(c, collation=cs, charset=coll.codec(cs))
+                            if c.collation is not None and c.collation != 63
+                            else c
+                            for c in cols
+                        ]
         except KeyError as exc:
             log.warning(
                 "DDL on %s.%s names unknown column %s; using information_schema", base.schema, base.table, exc

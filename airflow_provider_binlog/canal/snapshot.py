@@ -66,7 +66,13 @@ Progress lives in the meta store, under the destination's provider records::
 
     snapshot/_run                    {"start": "file:pos", "status": "running"|"done", "tables": [...]}
     snapshot/{schema.table}          {"status": "running"|"done", "chunk": n, "last_key": [...],
-                                      "rows": N, "loads": [1, 2, ...], "pending": {...}|null}
+                                      "rows": N, "loads": [1, 2, ...], "pending": {...}|null,
+                                      "start": "file:pos"}
+
+``start`` is the table's ``S``: its lake rows hold every change before it, so a binlog replay from an
+earlier cursor skips the table's entries before ``S`` (its row changes and its DDL alike:
+:func:`airflow_provider_binlog.drain.snapshot.snapshot_start_marks`). Records written before it was
+kept have none (the ``_run`` record's ``start`` then stands for the tables it lists).
 
 ``pending`` is written before a chunk's lake commit; ``loads`` lists each chunk number once, when
 its commit is known to be in the lake. One process at a time: the operator and the CLI hold the
@@ -494,7 +500,7 @@ class Snapshot:
         log.info("snapshot of %s: start %s, tables %s", self.identity.destination, start, sorted(self.tables))
         result = SnapshotResult(start, False)
         for source in sorted(self.tables):
-            result.tables[source] = self._table(source)
+            result.tables[source] = self._table(source, start)
         cursor, version = self.meta.get_cursor(self.identity)
         if self.set_cursor == "always" or (self.set_cursor == "if_absent" and cursor is None):
             if self.guard is not None:
@@ -508,7 +514,7 @@ class Snapshot:
         self._put(RUN_KEY, record)
         return result
 
-    def _table(self, source: str) -> TableResult:
+    def _table(self, source: str, start: BinlogPosition | None = None) -> TableResult:
         res = TableResult(source)
         t0 = time.monotonic()
         key = table_key(source)
@@ -526,6 +532,7 @@ class Snapshot:
             self.loader.reset(source)
             prog = {"status": "running", "chunk": 0, "last_key": None, "rows": 0, "loads": []}
             prog["pending"] = None
+            prog["start"] = str(start) if start is not None else None
             self._put(key, prog)
         pending = prog.get("pending")
         if pending is not None:
@@ -580,6 +587,7 @@ class Snapshot:
             "rows": int(prog.get("rows", 0)) + int(pending["rows"]),
             "loads": loads,
             "pending": None,
+            **({"start": prog["start"]} if "start" in prog else {}),
         }
 
 

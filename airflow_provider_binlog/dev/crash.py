@@ -8,6 +8,8 @@ over, so each scenario costs the same)::
     kill phase: k runs of a drain, each in its own process (as an Airflow task runs), each
         SIGKILLed at a kill point it is certain to reach (see below)
     writer stopped; one run without a kill point (it must succeed)
+    with ``maintain``: after each killed run, Iceberg maintenance as a user runs it (full expiry,
+        compaction, delete-file and manifest rewrites, orphan removal: :mod:`.user_maintenance`)
     check: the lake table merged from ``shop.orders`` equals it value by value (:mod:`..lake.verify`),
         and the append-only change log of ``shop.ledger`` holds every row change the writer made
         exactly once (count equal, no (position, key, op) twice, newest image per key equal to the
@@ -22,13 +24,14 @@ That fixes lower bounds on the hits it makes (:func:`certain_hits`): a batch hol
 ``ceil(L / BATCH_SIZE)`` times for ``L`` fresh ledger changes; a chunk is committed once it holds
 ``commit_rows`` row images and a batch adds at most ``BATCH_SIZE`` (every change of an append-only
 target is an image), so ``before_commit``, ``after_commit``, ``after_ack``, the ledger's
-``merge_table`` and its ``file_written`` (the driver writes the ledger's chunk as a data file,
+``merge_table``, its ``mark_tag`` (after its commit, before its mark's tag moves) and its
+``file_written`` (the driver writes the ledger's chunk as a data file,
 :mod:`..lake.file_append`; the other tables' MERGEs by the driver hit it too,
 :mod:`..lake.position_delta`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
 kill point is the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned
 kill happens; one that does not is an error (the bound, or the drain, changed). The kinds take
-turns in a seeded order (every kind once per ``len(KINDS)`` kills): the seven failpoints (drain,
-before_commit, merge_table, file_written, after_commit, ack, after_ack: see :mod:`..faults`) and
+turns in a seeded order (every kind once per ``len(KINDS)`` kills): the eight failpoints (drain,
+before_commit, merge_table, file_written, mark_tag, after_commit, ack, after_ack: see :mod:`..faults`) and
 ``timer``, a kill at a random moment mid-run: the first ``drain`` hit (the first batch read)
 starts a timer of a random delay that SIGKILLs the process wherever it is (reading, starting
 Spark, inside a MERGE, acking); should the run reach its last certain ``after_ack`` hit first, the
@@ -59,7 +62,9 @@ import pymysql
 from airflow_provider_binlog.dev import demo_data
 from airflow_provider_binlog.faults import ENV, KILL_MARK
 
-FAILPOINTS = ("drain", "before_commit", "merge_table", "file_written", "after_commit", "ack", "after_ack")
+FAILPOINTS = (
+    "drain", "before_commit", "merge_table", "file_written", "mark_tag", "after_commit", "ack", "after_ack",
+)  # fmt: skip
 TIMER = "timer"
 KINDS = (*FAILPOINTS, TIMER)
 TIMER_STARTS_AT = "drain"  # a timer kill's timer starts at the first hit of this failpoint
@@ -88,7 +93,15 @@ def certain_hits(ledger_changes: int, commit_rows: int = COMMIT_ROWS) -> dict[st
     batches = -(-ledger_changes // BATCH_SIZE)
     commits = -(-ledger_changes // (commit_rows + BATCH_SIZE))
     hits = {"drain": batches, "ack": batches}
-    per_commit = ("before_commit", "merge_table", "file_written", "after_commit", "after_ack", TIMER)
+    per_commit = (
+        "before_commit",
+        "merge_table",
+        "file_written",
+        "mark_tag",
+        "after_commit",
+        "after_ack",
+        TIMER,
+    )
     hits |= dict.fromkeys(per_commit, commits)
     return hits
 
@@ -135,6 +148,7 @@ class RunResult:
     log: Path
     summary: dict[str, Any] | None = None
     landed: str | None = None
+    maintenance: str = ""  # what the user's maintenance ran after this run, before the next
 
     @property
     def killed(self) -> bool:
@@ -468,9 +482,14 @@ class CrashMatrix:
     fresh_ledger: int = FRESH_LEDGER
     log: Callable[[str], None] = print
     results: list[ScenarioResult] = field(default_factory=list)
+    maintain: Callable[[random.Random], str] | None = None
+    """Called after each killed run, before the next: Iceberg maintenance as a user runs it on the
+    lake tables (:func:`.user_maintenance.random_round`); returns what it ran, for the report. Its
+    random draws come from their own seeded generator (the kill points stay those of the seed)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.maintenance_rng = random.Random(self.seed + 1)
         self.workload = Workload(self.conn, self.seed)
         self._turns: list[str] = []
 
@@ -500,6 +519,8 @@ class CrashMatrix:
                         f"ledger changes is certain to make (exit {run.returncode}); log {run.log}:\n"
                         + run.tail()
                     )
+                if self.maintain is not None:  # between the kill and the retry
+                    run.maintenance = self.maintain(self.maintenance_rng)
         finally:
             writer.stop()
         final = self._run(index, kills + 1, None, replace(self.spec, commit_rows=20 * COMMIT_ROWS))
@@ -534,7 +555,11 @@ class CrashMatrix:
 
     @staticmethod
     def describe(result: ScenarioResult) -> str:
-        points = ", ".join(f"{r.point}{r.timer_note}" for r in result.runs if r.point is not None)
+        points = ", ".join(
+            f"{r.point}{r.timer_note}" + (f" then {r.maintenance}" if r.maintenance else "")
+            for r in result.runs
+            if r.point is not None
+        )
         verdict = "DIVERGED: " + "; ".join(result.diffs) if result.diverged else "lake == source"
         return (
             f"scenario {result.index}: {len(result.kills)} kills [{points}], "

@@ -26,6 +26,11 @@ re-snapshot (a crash after the swap leaves a mark that covers the statement, so 
 again; the table may be renamed away meanwhile): :func:`clean_leftovers`, at the start of each run,
 settles every unfinished attempt the meta store records and drops the staging tables beside their
 targets that are not the attempt still in progress.
+
+**Errors.** A failure that is not one of ours (Spark's, Iceberg's) is raised as a
+:class:`~..lake.errors.LakeStatementError` naming the table, its lake table and the ``file:pos`` of
+the statement that asked for the re-snapshot (for :func:`clean_leftovers`: of every unfinished
+attempt), with Spark's first line; Spark's error is its ``__cause__``.
 """
 
 from __future__ import annotations
@@ -96,8 +101,50 @@ def resnapshot(
             job.abandon(f"{source} no longer exists at {start}")
             return ResnapshotResult(source, target, start, attempt="", gone=True)
         return job.run()
+    except Exception as exc:
+        if _ours(exc):
+            raise
+        where = f" asked for by the statement at {after}" if after is not None else ""
+        raise _spark_error(
+            exc,
+            f"re-snapshot of {source} into {target}{where} failed",
+            "nothing of it was swapped in and the cursor stays before the statement; the next run "
+            "resumes the re-snapshot",
+        ) from exc
     finally:
         swapper.close()
+
+
+def _ours(exc: BaseException) -> bool:
+    from airflow_provider_binlog.errors import BinlogCdcError
+
+    return isinstance(exc, BinlogCdcError)
+
+
+def _spark_error(exc: BaseException, what: str, then: str) -> Exception:
+    """A :class:`~..lake.errors.LakeStatementError`: ``what``, Spark's first line, ``then``."""
+    from airflow_provider_binlog.lake.errors import LakeStatementError
+
+    java = getattr(exc, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(exc)
+    first = (text.strip().splitlines() or [""])[0][:300]
+    return LakeStatementError(f"{what}: {type(exc).__name__}: {first}; {then}")
+
+
+def _unfinished(meta: MetaManager, identity: ClientIdentity) -> str:
+    """The unfinished re-snapshot attempts the meta store records, for an error message."""
+    from airflow_provider_binlog.canal.resnapshot import PREFIX, source_of, unfinished
+
+    found = []
+    for name in meta.list_keys(identity, PREFIX):
+        key = f"{PREFIX}/{name}"
+        prog = meta.get_json(identity, key).value
+        if prog is not None and unfinished(prog):
+            found.append(
+                f"{source_of(key, prog)} into {prog.get('target')} (attempt {prog.get('attempt')} "
+                f"at {prog.get('start') or 'a position not fixed yet'})"
+            )
+    return "; ".join(found) or "none recorded"
 
 
 def clean_leftovers(
@@ -160,6 +207,15 @@ def clean_leftovers(
             log.info("destination %s: dropped re-snapshot staging tables of killed attempts: %s",
                      identity.destination, ", ".join(dropped))  # fmt: skip
         return dropped
+    except Exception as exc:
+        if _ours(exc):
+            raise
+        raise _spark_error(
+            exc,
+            f"destination {identity.destination}: settling the unfinished re-snapshots "
+            f"({_unfinished(meta, identity)}) failed",
+            "the run stopped before reading the binlog; the cursor is where it was",
+        ) from exc
     finally:
         for swapper in swappers.values():
             swapper.close()

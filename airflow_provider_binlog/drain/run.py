@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from airflow_provider_binlog.drain import interval as interval_ends
 from airflow_provider_binlog.drain.before_images import key_columns_only
@@ -34,7 +34,7 @@ from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.observe import Observing, RunObserver
 from airflow_provider_binlog.drain.reconcile import reconcile
 from airflow_provider_binlog.drain.resnapshot import clean_leftovers
-from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot
+from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot, snapshot_start_marks
 from airflow_provider_binlog.drain.source import (
     CASCADE_MODES,
     Cascade,
@@ -43,6 +43,7 @@ from airflow_provider_binlog.drain.source import (
     cascades,
     check_retention,
     known_routes,
+    shadow_named,
 )
 
 if TYPE_CHECKING:
@@ -87,6 +88,10 @@ class RunSettings:
         :mod:`..lake.staging`). The run removes what killed runs of its destination left there.
     :param interval: how a timestamp stop (an interval's end) waits for the server to reach it
         (:mod:`.interval`).
+    :param maintenance: a :class:`~..lake.maintenance.MaintenancePolicy`: at the start the tables
+        without bounded metadata get it, at the end the tables the run committed to are maintained
+        as it says (the summary's ``maintenance``; a failure there is a warning, the run is
+        committed); ``None``: neither.
     """
 
     run_id: str = "manual"
@@ -103,6 +108,7 @@ class RunSettings:
     on_cascade: str = "warn"
     staging_uri: str | None = None
     interval: interval_ends.IntervalSettings = field(default_factory=interval_ends.IntervalSettings)
+    maintenance: Any = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.retention_headroom <= 1:
@@ -185,6 +191,8 @@ class Drain:
         self.retention: Retention | None = None  # the cursor file's headroom, checked at the start
         self.cascades: list[Cascade] = []  # routed children of cascading foreign keys
         self.held_at: float | None = None  # when this run took the destination (epoch seconds)
+        self.snapshot_marks: dict[str, Any] = {}
+        """Targets a snapshot loaded after the cursor -> the mark at its start (snapshot_start_marks)."""
         self.interval: dict[str, Any] | None = None  # an interval run's ends (the summary's)
         self.stale = False  # an earlier attempt left batches un-acked (a crash between commit and ack)
         self.held_earlier: set[str] = set()  # targets holding such batches: that attempt committed them
@@ -207,6 +215,7 @@ class Drain:
         (the first fold of a target would wait for Spark to load its table otherwise)."""
         from airflow_provider_binlog.lake.merge import ChangeMerger
         from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 
         spark = self.spark or (self.session.result() if self.session is not None else self._spark())
         instance = self.instance  # staging tables of killed re-snapshot attempts go first
@@ -215,14 +224,28 @@ class Drain:
             guard=instance.running.check if instance.running is not None else None,
         )  # fmt: skip
         limits = self.settings.limits
+        known = known_routes(self.connect, self.routes)
         merger = ChangeMerger(
-            spark, self.destination, known_routes(self.connect, self.routes), self.target_options,
+            spark, self.destination, known, self.target_options,
             max_rows=limits.max_rows_per_commit + limits.batch_size + 1,
             on_schema_change=self.on_schema_change,
         )  # fmt: skip
         self._clean_staging(merger.staging.root)
         # another destination filling a target without a shard column stops here
-        check_merger(merger, merger.load_marks())
+        properties = merger.load_marks()
+        check_merger(merger, properties)
+        # a table snapshotted after the cursor: nothing before its snapshot's start applies to it again
+        marks = snapshot_start_marks(
+            instance.meta, instance.identity, known, lambda t: merger.marks.get(quote_parts(parse_name(t)))
+        )
+        for target, mark in marks.items():
+            merger.put_mark(target, mark)
+        self.snapshot_marks = marks
+        if self.settings.maintenance is not None:
+            from airflow_provider_binlog.lake.maintenance.bounded import bring_under
+
+            policy = self.settings.maintenance  # tables without bounded metadata get it (logged once)
+            bring_under(spark, properties, policy, self.report, merger.display, merger.runner.map)
         return merger
 
     def _clean_staging(self, root: str) -> None:
@@ -253,6 +276,8 @@ class Drain:
             instance.hold(settings.running_timeout)
             self.held_at = time.time()
             self.cascades = self._check_cascades()
+            for skipped in shadow_named(self.connect, self.routes):  # never left out silently
+                report(logging.WARNING, skipped.describe(self.destination))
             if settings.snapshot != "never":
                 self.spark = initial_snapshot(
                     instance, self.connect, known_routes(self.connect, self.routes),
@@ -300,11 +325,15 @@ class Drain:
                 for stale in reconcile(instance.stale_marks, loop.open_merger().committed()):
                     report(logging.INFO, stale.describe())
                     self.held_earlier.update(stale.holders)
+                for target, mark in self.snapshot_marks.items():  # read again from the lake there
+                    loop.open_merger().put_mark(target, mark)
             with self._interval(point, plan), self.observing.commits():
                 loop.run()
             if (cursor := instance.cursor) is not None:
                 self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included, matches)
-            return self._finish(point, stop, loop)
+            summary = self._finish(point, stop, loop)
+            self._maintain(loop, summary)
+            return summary
         finally:
             instance.close()
             committer.shutdown(wait=True)  # a failed attempt leaves no statement running
@@ -433,6 +462,24 @@ class Drain:
             return []
         skipped = {t for t, counts in loop.totals.items() if counts.get("skipped")}
         return sorted(self.held_earlier | skipped)
+
+    def _maintain(self, loop: ChunkLoop, summary: dict[str, Any]) -> None:
+        """Maintain the tables the run committed to by ``settings.maintenance`` (the run is committed
+        and acked: a failure is reported, never raised); the summary's ``maintenance``."""
+        policy, merger = self.settings.maintenance, cast(Any, loop.merger)
+        tables = list(summary.get("snapshots") or ())
+        if policy is None or merger is None or not tables:
+            return
+        from airflow_provider_binlog.lake.maintenance import maintain
+
+        try:
+            summary["maintenance"] = maintain(merger.spark, tables, policy, report=self.report)
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: maintenance of {tables} after the run failed (the run's "
+                f"changes are committed): {type(exc).__name__}: {exc}",
+            )
 
     def _snapshots(self, loop: ChunkLoop) -> dict[str, str]:
         """Lake table -> its Iceberg snapshot id after this run's last commit to it (the newest

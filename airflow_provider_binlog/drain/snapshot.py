@@ -104,7 +104,10 @@ def initial_snapshot(
         todo = {s: t for s, t in known.items() if s in record.get("tables", [])}  # resume
     elif cursor is None and record is None:
         todo = dict(known)
-    elif mode == "when_needed":  # tables never snapshotted and never loaded, or whose lake table is gone
+    elif mode == "when_needed" or record is None:
+        # tables never snapshotted and never loaded; with "when_needed" also those whose lake table is
+        # gone. With "initial", a cursor without a snapshot record says nothing about the lake: a
+        # sensor pins the head as the cursor before any load, so only the lake's marks tell what was loaded
         session = spark()
         todo = {}
         for s, t in known.items():
@@ -112,13 +115,20 @@ def initial_snapshot(
             if meta.get_json(ident, table_key(s)).value is None:
                 if commits.read_mark(session, name, destination) is None:
                     todo[s] = t
-            elif commits.load_iceberg_table(session, name) is None:
+            elif mode == "when_needed" and commits.load_iceberg_table(session, name) is None:
                 # snapshotted once, and its lake table is gone (dropped by hand, as a stop's remedy
                 # says): the binlog after the cursor no longer holds its rows, a new snapshot does
                 report(logging.WARNING, f"destination {destination}: lake table {t} of {s} does not exist: "
                        "taking a new snapshot of it")  # fmt: skip
                 meta.delete_value(ident, table_key(s))
                 todo[s] = t
+        if todo and mode == "initial":
+            report(
+                logging.INFO,
+                f"destination {destination}: the cursor {cursor} was not left by a snapshot or a load of "
+                f"{', '.join(sorted(todo))} (a sensor pins the start before the first load): snapshotting "
+                "them; the binlog continues from the cursor",
+            )
     else:
         todo = {}
     if not todo:
@@ -136,3 +146,55 @@ def initial_snapshot(
         loader.close()
     report(logging.INFO, f"destination {destination}: snapshot done: {result.as_dict()}")
     return session
+
+
+def snapshot_start_marks(
+    meta: Any, ident: Any, known: Mapping[str, str], mark_of: Callable[[str], Any]
+) -> dict[str, Any]:
+    """The marks at ``S`` of the targets a snapshot loaded from ``S`` and nothing has committed to since.
+
+    A table snapshotted while the cursor stays earlier (``when_needed``: a table never loaded, or
+    its lake table dropped) holds every change before its snapshot's start ``S``; the replay from
+    the cursor must not apply them again: row changes would be re-applied (convergent, but under a
+    schema the table may no longer have) and DDL actions (a CREATE's restart, a TRUNCATE, a column
+    change) would act on rows that already hold their effect. So such a target's mark, while it is
+    still a snapshot chunk's (``(0, chunk, -1, row)``, no binlog commit after it), is taken to be
+    the mark at ``S`` (:func:`~..canal.resnapshot.mark_key`, as a re-snapshot leaves it), the
+    earliest ``S`` of its sources; a target with a source that has no snapshot start is left as it is.
+
+    :param known: source -> target of the routed existing tables.
+    :param mark_of: the target's committed mark (as the merger loaded it).
+    :return: target -> the mark to use.
+    """
+    from airflow_provider_binlog.binlog.position import BinlogPosition
+    from airflow_provider_binlog.canal.snapshot import RUN_KEY, SNAPSHOT_FILE_NUMBER, table_key
+    from airflow_provider_binlog.lake.resnapshot import resnapshot_mark
+
+    by_target: dict[str, list[str]] = {}
+    for source, target in known.items():
+        by_target.setdefault(target, []).append(source)
+    waiting = {}  # only targets whose mark is still a snapshot chunk's read the meta store
+    for target, sources in by_target.items():
+        mark = mark_of(target)
+        if mark is not None and mark.order_key.file_number == SNAPSHOT_FILE_NUMBER:
+            waiting[target] = sources
+    if not waiting:
+        return {}
+    recorded = set(meta.list_keys(ident, "snapshot"))
+    run = meta.get_json(ident, RUN_KEY).value or {}
+    out: dict[str, Any] = {}
+    for target, sources in waiting.items():
+        found: list[BinlogPosition] = []
+        for source in sources:
+            text = None
+            if table_key(source).partition("/")[2] in recorded:
+                record = meta.get_json(ident, table_key(source)).value or {}
+                if record.get("status") == "done":  # records written before "start": the run's
+                    listed = source in run.get("tables", ())
+                    text = record.get("start") or (run.get("start") if listed else None)
+            if not text:
+                break
+            found.append(BinlogPosition.parse(text))
+        else:
+            out[target] = resnapshot_mark(min(found))
+    return out

@@ -67,6 +67,79 @@ def known_routes(connect: Callable[[], Any], routes: Routes) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class ShadowNamed:
+    """An existing source table that a glob route leaves out because it is named like a shadow table
+    of gh-ost or pt-online-schema-change (:meth:`~..canal.routing.Routes.shadow_skipped`).
+
+    :param source: ``schema.table``.
+    :param target: the lake table the route would give it.
+    :param base: ``schema.table`` it would be the copy or parked table of, when that table exists.
+    """
+
+    source: str
+    target: str
+    base: str | None
+    copy: bool = False
+    """Named like the copy table of the routed ``base`` (read for its lake copy, see online_copy)."""
+
+    def describe(self, destination: str) -> str:
+        """The run start's warning: the table, why it is left out, and the ways to load it."""
+        if self.copy:
+            why = (
+                f"it is read as the copy of {self.base} while an online schema change of it runs, and "
+                "swapped into that table's lake table at the cut-over"
+            )
+        elif self.base is not None:
+            why = f"{self.base} exists: while an online schema change of it runs, this table is part of it"
+        else:
+            why = "no table it could be the copy of exists, so it is likely a table of its own"
+        return (
+            f"destination {destination}: source table {self.source} gets no lake table: its name looks "
+            "like a shadow table of gh-ost or pt-online-schema-change (_<table>_gho/_ghc/_del/_new/_old), "
+            f"which glob routes leave out ({why}). To load it into {self.target}: shadow_tables=True on the "
+            f"operator and the sensor, or the exact route {{{self.source!r}: {self.target!r}}}, with "
+            "snapshot='when_needed' for the rows it has already; to silence this: "
+            f"exclude=[{self.source!r}]"
+        )
+
+
+def shadow_named(connect: Callable[[], Any], routes: Routes) -> list[ShadowNamed]:
+    """The existing source tables a glob (or regex) route would take were they not named like shadow
+    tables (none when ``shadow_tables`` is set or every route is exact).
+
+    :param connect: opens a plain autocommit connection to the source (closed here).
+    """
+    from airflow_provider_binlog.canal.online_copy import copy_base
+    from airflow_provider_binlog.canal.routing import SHADOW_SUFFIXES, is_shadow_table
+
+    if routes.shadow_tables or len(routes.exact) == len(routes.routes):
+        return []
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                f"WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN {_SYSTEM_SCHEMAS}"
+            )
+            names = [(str(schema), str(table)) for schema, table in cur.fetchall()]
+    finally:
+        conn.close()
+    present = {(schema, table.lower()) for schema, table in names}
+    found = []
+    for schema, table in sorted(names):
+        if not is_shadow_table(table):
+            continue
+        target = routes.shadow_skipped(schema, table)
+        if target is None:
+            continue
+        base = next((table[1 : -len(s) - 1] for s in SHADOW_SUFFIXES if table.lower().endswith("_" + s)), "")
+        exists = (schema, base.lower()) in present
+        copy = exists and copy_base(table) is not None and routes.target_for(schema, base) is not None
+        found.append(ShadowNamed(f"{schema}.{table}", target, f"{schema}.{base}" if exists else None, copy))
+    return found
+
+
+@dataclass(frozen=True)
 class Retention:
     """How long the server keeps a destination's cursor file (see :func:`retention_headroom`).
 

@@ -302,8 +302,12 @@ class DdlActions:
         if table is None:
             return
         table.refresh()
-        append = table.newAppend()
-        for key, value in props.items():
-            append.set(key, value)
-        append.commit()
+
+        def build(transaction: Any) -> None:
+            append = transaction.newAppend()
+            for key, value in props.items():
+                append.set(key, value)
+            append.commit()
+
+        commits.commit_tagged(self.spark, table, build, props)  # the mark's tag in the same commit
         self.spark.catalog.refreshTable(target)

@@ -18,6 +18,10 @@ Table properties a new table gets (``table_properties`` wins over each of them):
 ``write.merge.mode``,            the target's ``write_mode`` (``merge-on-read`` by default), for
 ``write.update.mode``,           MERGE, UPDATE and DELETE; not set for append-only targets.
 ``write.delete.mode``
+``write.metadata.delete-after-``  ``true`` and ``20``: old metadata versions are deleted after each
+``commit.enabled``,              commit, 20 kept (bounded history, :mod:`.maintenance`; without them
+``write.metadata.previous-``     400 runs left 403 metadata files of 148 MB). Existing tables get them
+``versions-max``                 at their next run (:mod:`.maintenance.bounded`).
 ===============================  ====================================================================
 
 Tables created by earlier versions (``format-version`` 2) keep working as they are; upgrading one
@@ -34,6 +38,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.lake import merge_sql
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError, TypeMappingError
+from airflow_provider_binlog.lake.maintenance.policy import DEFAULT_POLICY
 from airflow_provider_binlog.lake.options import TargetOptions, option_columns
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.lake.table_schema import spark_fields
@@ -52,7 +57,7 @@ def new_table_properties(
 
     :param write_mode: as for :func:`create_table`.
     """
-    props = {"format-version": DEFAULT_FORMAT_VERSION}
+    props = {"format-version": DEFAULT_FORMAT_VERSION, **DEFAULT_POLICY.bounded_properties()}
     if write_mode is not None:
         for kind in ("merge", "update", "delete"):
             props[f"write.{kind}.mode"] = write_mode
@@ -200,6 +205,9 @@ class TargetTables:
                     table_properties=opts.table_properties,
                 )
                 self.existing.add(target)
+                from airflow_provider_binlog.lake.shard_writers import check_created
+
+                check_created(self.spark, target, display, opts)  # another writer created it meanwhile?
             evolve_table(self.spark, target, display, all_columns)
         except (TypeMappingError, SchemaEvolutionError) as exc:
             if where is None:

@@ -46,7 +46,7 @@ from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import jvm_helpers
-from airflow_provider_binlog.lake.commits import java_causes, load_iceberg_table
+from airflow_provider_binlog.lake.commits import commit_tagged, java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.staging import filesystem_of
 from airflow_provider_binlog.lake.table_facts import TableFacts, table_facts
@@ -370,10 +370,13 @@ def append(
         return False
 
     def commit(file: Any) -> None:
-        op = table.newAppend().appendFile(file)
-        for key, value in properties.items():
-            op = op.set(key, value)
-        op.commit()
+        def build(transaction: Any) -> None:
+            op = transaction.newAppend().appendFile(file)
+            for key, value in properties.items():
+                op = op.set(key, value)
+            op.commit()
+
+        commit_tagged(spark, table, build, properties)  # the mark's tag in the same commit
 
     return write_committed(spark, table, shape, staged(), expected, commit, target)
 
@@ -397,18 +400,24 @@ def commit_overwrite(
     row_filter: Any,
     snapshot_id: int | None,
     properties: Mapping[str, str],
+    spark: SparkSession,
 ) -> None:
     """Commit ``file`` as an overwrite by ``row_filter`` (a JVM ``Expression``) with serializable
     validation from ``snapshot_id`` (``None``: from the table's first snapshot), as Spark's
     ``overwrite`` with ``validate-from-snapshot-id`` and ``isolation-level=serializable`` does
-    (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary."""
-    op = table.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
-    if snapshot_id is not None:
-        op = op.validateFromSnapshot(snapshot_id)
-    op = op.conflictDetectionFilter(row_filter).validateNoConflictingData().validateNoConflictingDeletes()
-    for key, value in properties.items():
-        op = op.set(key, value)
-    op.commit()
+    (see :mod:`.new_keys`), with ``properties`` in the snapshot's summary and their destination's tag
+    moved to it in the same transaction (:func:`.commits.commit_tagged`)."""
+
+    def build(transaction: Any) -> None:
+        op = transaction.newOverwrite().overwriteByRowFilter(row_filter).addFile(file)
+        if snapshot_id is not None:
+            op = op.validateFromSnapshot(snapshot_id)
+        op = op.conflictDetectionFilter(row_filter).validateNoConflictingData().validateNoConflictingDeletes()
+        for key, value in properties.items():
+            op = op.set(key, value)
+        op.commit()
+
+    commit_tagged(spark, table, build, properties)  # the mark's tag in the same commit
 
 
 REFUSED = (

@@ -11,7 +11,8 @@ Iceberg per table are cheaper as one call to a helper that makes the chain in th
   (``bench/merge_wide.py`` counts them);
 * ``MarkReader`` (:func:`mark_reader`): the newest snapshot a destination committed to a table
   (:func:`.commits.mark_of`), read per table at a run's start: about ten round trips per table
-  (more when other writers committed since), now one.
+  (more when other writers committed since), now one; and the moves of the destination's mark tag
+  (:func:`.commits.move_tag`, :func:`.commits.commit_tagged`), one each.
 
 The sources are kept in this package (``java/airflow_provider_binlog/iceberg/``). **Compiled by
 Janino**, the compiler Spark itself uses for its generated code and ships on every driver's class
@@ -63,7 +64,8 @@ def driver_delta(spark: SparkSession, table: Any) -> Any:
 
 
 def mark_reader(spark: SparkSession, table: Any) -> Any:
-    """The JVM's ``MarkReader``: a destination's newest mark in a table (see the module docstring)."""
+    """The JVM's ``MarkReader``: a destination's newest mark in a table and its tag (see the module
+    docstring)."""
     return helper(spark, table, "MarkReader")
 
 

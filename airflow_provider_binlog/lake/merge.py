@@ -134,7 +134,13 @@ class ChangeMerger:
         has, the last change per key), and in commits ``stage`` (row tuples -> Arrow -> Parquet) and
         ``spark`` (the rest: reading the staged file, counting, MERGE/INSERT, table DDL and marks)."""
         self.target_tables = TargetTables(spark)
-        self.marks = commits.Marks(spark, destination, found=self.target_tables.existing.add)
+        self.marks = commits.Marks(
+            spark,
+            destination,
+            found=self.target_tables.existing.add,
+            append_only=lambda target: self.options_for(target).append_only,
+            display=self._routes.display,
+        )
         self.views = StagedViews(spark, self.staging, self.timings)
         self.statements = Statements(spark, destination, self._routes, self.target_tables, self.views)
         self.runner = TargetRunner(spark, parallel, committed=self.marks.put)

@@ -192,6 +192,6 @@ def insert_file(
     start = None if snapshot_id == EMPTY else snapshot_id
 
     def commit(data: Any) -> None:
-        file_append.commit_overwrite(table, data, row_filter, start, properties)
+        file_append.commit_overwrite(table, data, row_filter, start, properties, spark)
 
     return file_append.write_committed(spark, table, shape, upserts(), expected, commit, target)

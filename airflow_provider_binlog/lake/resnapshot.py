@@ -220,8 +220,10 @@ def namespace_tables(spark: SparkSession, namespace: tuple[str, ...]) -> list[st
     activate(spark)
     try:
         rows = spark.sql(f"SHOW TABLES IN {quote_parts(namespace)}").collect()
-    except Exception as exc:  # no namespace yet: nothing left over
-        if "NAMESPACE_NOT_FOUND" in str(exc) or "SCHEMA_NOT_FOUND" in str(exc):
+    except Exception as exc:  # no namespace yet (Spark's words, or Iceberg's own): nothing left over
+        if any(
+            w in str(exc) for w in ("NAMESPACE_NOT_FOUND", "SCHEMA_NOT_FOUND", "NoSuchNamespaceException")
+        ):
             return []
         raise
     return [str(r.tableName) for r in rows]

@@ -37,6 +37,18 @@ def check_writers(
         record_writer(spark, target, destination, value)
 
 
+def check_created(spark: SparkSession, target: str, display: str, opts: TargetOptions) -> None:
+    """After ``CREATE TABLE IF NOT EXISTS`` of ``target`` (quoted) with ``opts`` (bound: they carry
+    the creating destination's writer line): :func:`check_writers` for that destination, as the
+    statement did nothing when another destination created the table after this run's start read it.
+
+    :raises LakeError: as :func:`writer_value`.
+    """
+    mine = [k[len(WRITER_PREFIX) :] for k in opts.table_properties if k.startswith(WRITER_PREFIX)]
+    if len(mine) == 1:
+        check_writers(spark, target, display, mine[0], opts)
+
+
 def writer_value(props: Mapping[str, str], display: str, destination: str, opts: TargetOptions) -> str | None:
     """What to record as ``destination``'s writer property in a table with the properties ``props``
     (``None``: it is recorded already).
@@ -65,15 +77,22 @@ def record_writer(spark: SparkSession, target: str, destination: str, value: str
 def check_merger(merger: Any, properties: Mapping[str, Mapping[str, str] | None]) -> None:
     """:func:`writer_value` for every target a :class:`~.merge.ChangeMerger` routes to, from the
     properties its start read with the marks (:meth:`~.merge.ChangeMerger.load_marks`; ``None``:
-    no table yet). The first refusal in the targets' order is raised before anything is recorded;
-    else this destination is recorded where it is not yet, several tables at once."""
-    records = []
+    no table yet). Every refusal, one line per table in the targets' order, is raised at once before
+    anything is recorded (a handover of many tables is fixed in one go); else this destination is
+    recorded where it is not yet, several tables at once."""
+    records, refused = [], []
     for target, props in properties.items():
         if props is not None:
             opts = merger.options_for(target)
-            value = writer_value(props, merger.display(target), merger.destination, opts)
+            try:
+                value = writer_value(props, merger.display(target), merger.destination, opts)
+            except LakeError as exc:
+                refused.append(str(exc))
+                continue
             if value is not None:
                 records.append((target, value))
+    if refused:
+        raise LakeError("\n".join(refused))
 
     def record(item: tuple[str, str]) -> None:
         record_writer(merger.spark, item[0], merger.destination, item[1])

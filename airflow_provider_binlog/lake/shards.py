@@ -21,12 +21,14 @@ ones, one commit). A RENAME between two names routed to the table relabels the r
 (:class:`RelabelShard`). A column one shard added is added once; rows of shards that do not have it yet
 hold NULL in it, as their source has no value.
 
-Table properties (written at creation, :func:`bind`; the run start adds its own writer line):
+Table properties (written at creation, :func:`bind`, also without a shard column; the run start
+adds its own writer line to a table created before writer lines were written at creation):
 
 ==============================  =====================================================================
 ``binlog-cdc.shard-column``     the shard column (absent: the table has none)
 ``binlog-cdc.writer.<dest>``    one per destination writing to the table: its shard value template
-                                with ``{destination}``/``{connection}`` filled in
+                                with ``{destination}``/``{connection}`` filled in (``""`` without a
+                                shard column)
 ==============================  =====================================================================
 
 Collisions are refused before anything is written: when the DAG is parsed, two sources of one
@@ -98,9 +100,14 @@ def fill(template: str, **values: str) -> str:
 def bind(opts: TargetOptions, destination: str, connection: str | None = None) -> TargetOptions:
     """``opts`` with ``{destination}`` (and ``{connection}`` when given) filled into the shard value,
     and the table properties a new table records (:data:`SHARD_COLUMN_PROPERTY`, this
-    destination's writer line). The same options again when already bound."""
+    destination's writer line; without a shard column the writer line alone, value ``""``, so a
+    second destination is refused from the creator's first commit on). The same options again when
+    already bound."""
     if not opts.shard_column:
-        return opts
+        if WRITER_PREFIX + destination in opts.table_properties:
+            return opts
+        plain = {**opts.table_properties, WRITER_PREFIX + destination: ""}
+        return dataclasses.replace(opts, table_properties=plain)
     values = {"destination": destination}
     if connection is not None:
         values["connection"] = connection
@@ -343,13 +350,17 @@ def writers_problem(
     if not opts.shard_column:
         if opts.unique_keys:
             return None
+        from airflow_provider_binlog.lake.merge_sql import sql_string
+
+        unset = ", ".join(sql_string(WRITER_PREFIX + d) for d in sorted(others))
         return (
             f"destinations {destination} and {names} both write into the lake table {display}, which has "
             "no shard column: rows of different destinations with the same key would overwrite each other. "
             'Load the shards into a table with TargetOptions(shard_column="_shard", '
-            'shard_value="{destination}"), or set unique_keys=True when the keys are unique across them. '
-            "If the other destination no longer writes to it (the table was handed over): ALTER TABLE "
-            f"{display} UNSET TBLPROPERTIES ('{WRITER_PREFIX}<that destination>')"
+            'shard_value="{destination}"), or give both destinations TargetOptions(unique_keys=True) for it '
+            "when the keys are unique across them. "
+            f"If {names} no longer write{'s' if len(others) == 1 else ''} to it (the table was handed "
+            f"over to {destination}): ALTER TABLE {display} UNSET TBLPROPERTIES ({unset})"
         )
     same = sorted(d for d, v in others.items() if v == opts.shard_value)
     if same:

@@ -80,6 +80,13 @@ class LakeChunkLoader:
                 "shard under a destination of its own, or read those tables from the binlog only "
                 "(snapshot='never')"
             )
+        from airflow_provider_binlog.lake.shard_writers import check_merger
+
+        try:  # a table another destination fills is refused before a reset could empty it
+            check_merger(self.merger, self.merger.load_marks())
+        except BaseException:
+            self.merger.close()
+            raise
 
     def _new_merger(self) -> ChangeMerger:
         # a chunk's keys are new to the table (or re-loaded): no insert/update counting join

@@ -476,6 +476,8 @@ class Statements:
         def apply() -> None:
             read = functools.partial(self.views.area.read, stage_name)
             if not file_append.append(spark, target, read, all_columns, props, n):
+                # Spark's commit cannot move the tag with it: say first what it is about to mark
+                commits.record_intent(spark, target, props)
                 self.views.use(view)
                 spark.sql(statement)
 

@@ -71,6 +71,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param exclude: tables never read (canal's black list): globs like the keys of ``tables``
         (``shop.tmp_*``, ``shop.`z.w```) or canal regexes (``shop\\.tmp_.*``), comma-separated or a
         list (see :mod:`..canal.filter`). Also the way past a table whose name cannot be a lake table.
+    :param shadow_tables: glob routes take tables named like the shadow tables of gh-ost and
+        pt-online-schema-change too (``_t_gho``, ``_t_new``, ``_t_old``...; by default they are left
+        out, and each run start warns naming every existing table left out so): give the sensor the
+        same (see :mod:`..canal.routing`).
     :param batch_size: entries per batch taken from the store.
     :param max_rows_per_commit: row images a Spark commit holds: one per key a chunk touches (its
         changes are folded to the last per key as they are read), so it bounds memory, not the
@@ -98,8 +102,10 @@ class BinlogToSparkOperator(BaseOperator):
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
         rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
-        snapshot resumes) or ``when_needed`` (also snapshot tables added later and, when the
-        cursor's binlog was purged, every table again from a new start).
+        snapshot resumes; until a snapshot is done, a table this destination never loaded is
+        snapshotted even when a cursor exists, e.g. the start a sensor pinned) or ``when_needed``
+        (also snapshot tables added later and, when the cursor's binlog was purged, every table
+        again from a new start).
     :param snapshot_chunk_size: rows per snapshot chunk.
     :param reconnect_timeout: seconds the source may stay unreachable mid-run (the reader reconnects
         with backoff meanwhile) before the task fails with ``SourceUnavailableError`` naming the
@@ -118,6 +124,11 @@ class BinlogToSparkOperator(BaseOperator):
         directory, for ``local[*]`` only). Default ``$BINLOG_CDC_STAGING_URI``, else
         ``spark_conf["spark.binlog_cdc.staging_uri"]``, else ``<warehouse>/_binlog_cdc_staging``.
         Cleaned after each statement and at the end; a later run removes what a killed one left.
+    :param maintenance: lake maintenance of the run's tables (:mod:`..lake.maintenance`): ``True``
+        (default: :meth:`~..lake.maintenance.MaintenancePolicy.light`: bounded metadata, expiry and
+        compaction when the table's metadata says they are due, a metadata read per table
+        otherwise), a ``MaintenancePolicy``, or ``False`` (none). What ran is in the summary's
+        ``maintenance``.
     """
 
     #: seconds between progress lines in the task log (read, in the lake, merging, lag)
@@ -145,6 +156,7 @@ class BinlogToSparkOperator(BaseOperator):
         stop_at: Any = "head",
         columns: str | None = None,
         exclude: str | Sequence[str] | None = None,
+        shadow_tables: bool = False,
         batch_size: int = 20_000,
         max_rows_per_commit: int = 1_000_000,
         max_bytes_per_commit: int = 1024 * 1024 * 1024,
@@ -168,6 +180,7 @@ class BinlogToSparkOperator(BaseOperator):
         on_unreached: str = "fail",
         archive_uri: str | None = None,
         archive_schema: str | None = None,
+        maintenance: Any = True,
         **kwargs: Any,
     ) -> None:
         declare = "outlets" not in kwargs
@@ -186,6 +199,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.stop_at = stop_at
         self.columns = columns
         self.exclude = exclude
+        self.shadow_tables = shadow_tables
         self.batch_size = batch_size
         self.max_rows_per_commit = max_rows_per_commit
         self.max_bytes_per_commit = max_bytes_per_commit
@@ -229,6 +243,9 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"archive_schema must be one of {ARCHIVE_SCHEMAS}, not {archive_schema!r}")
         self.archive_uri = archive_uri
         self.archive_schema = archive_schema
+        from airflow_provider_binlog.lake.maintenance.policy import policy_of
+
+        self.maintenance = policy_of(maintenance)  # a bad value fails when the DAG is parsed
         self._instance: CanalInstance | None = None
         if "{{" not in str(start_from):  # a template is checked once rendered, in execute
             self._check_start_from()
@@ -304,7 +321,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
 
         self._check_start_from()
-        routes = Routes(dict(self.tables), exclude=self.exclude)
+        routes = Routes(dict(self.tables), exclude=self.exclude, shadow_tables=self.shadow_tables)
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
         check_routes(routes.routes, self.target_options)
@@ -327,6 +344,7 @@ class BinlogToSparkOperator(BaseOperator):
             retention_headroom=self.retention_headroom, on_cascade=self.on_cascade,
             staging_uri=self.staging_uri or os.environ.get(STAGING_URI_ENV) or None,
             interval=IntervalSettings(wait=self.stop_wait, on_unreached=self.on_unreached),
+            maintenance=self.maintenance,
         )  # fmt: skip
         if self.canal_conn_id:  # a canal server instead of the binlog (operators/canal_source.py)
             from airflow_provider_binlog.operators.canal_source import run_from_canal
@@ -351,6 +369,10 @@ class BinlogToSparkOperator(BaseOperator):
             )  # fmt: skip
             try:
                 summary = self._lineage_summary = drain.run(stop_at)
+                if "maintenance" in summary:
+                    from airflow_provider_binlog.metrics import emit_maintenance
+
+                    emit_maintenance(summary["maintenance"])
                 self._asset_events(context, summary)
                 return summary
             finally:  # the run start's retention headroom as a gauge, the run failed or not

@@ -49,6 +49,8 @@ class BinlogEventSensor(BaseSensorOperator):
         ``schema.table`` names or globs, or a canal include filter string (regexes).
     :param exclude: tables that never count, as the operator's ``exclude`` (globs or canal regexes
         on ``schema.table``, comma-separated or a list; canal's black list).
+    :param shadow_tables: as the operator's: glob routes count tables named like shadow tables of
+        gh-ost / pt-online-schema-change too.
     :param min_changes: row changes to wait for.
     :param start_from: where a destination without a cursor starts (as the operator's
         ``start_from``); the sensor pins it as the cursor so the next run starts there too.
@@ -82,6 +84,7 @@ class BinlogEventSensor(BaseSensorOperator):
         destination: str,
         tables: Mapping[str, str] | Sequence[str] | str | None = None,
         exclude: str | Sequence[str] | None = None,
+        shadow_tables: bool = False,
         min_changes: int = 1,
         start_from: Any = None,
         mysql_conn_id: str = "mysql_default",
@@ -107,6 +110,7 @@ class BinlogEventSensor(BaseSensorOperator):
         self.destination = destination
         self.tables = tables
         self.exclude = exclude
+        self.shadow_tables = shadow_tables
         self.min_changes = min_changes
         self.start_from = start_from
         self.mysql_conn_id = mysql_conn_id
@@ -127,13 +131,13 @@ class BinlogEventSensor(BaseSensorOperator):
     def table_filter(self) -> TableFilter:
         tables, exclude = self.tables, exclude_text(self.exclude)
         if isinstance(tables, Mapping):
-            return Routes(dict(tables), exclude=exclude).filter()
+            return Routes(dict(tables), exclude=exclude, shadow_tables=self.shadow_tables).filter()
         if tables is None:
             include = ""
         elif isinstance(tables, str):
             include = tables
         else:
-            include = ",".join(source_regex(t) for t in tables)
+            include = ",".join(source_regex(t, self.shadow_tables) for t in tables)
         return TableFilter(include=include, exclude=exclude)
 
     def _hook(self) -> BinlogHook:

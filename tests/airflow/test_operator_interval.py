@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from airflow_harness import Shop, lake_verify, make_context
 
 from airflow_provider_binlog.dev import demo_data
 from airflow_provider_binlog.dev.services import MariaDbServer
+from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -119,7 +121,14 @@ def test_same_interval_twice_then_the_next(
     lake_b1 = _rows(spark, f"ib_{tag}")
     # the next interval continues exactly where the first ended
     assert a2["interval"]["start"] == end1, (a2["interval"], end1)
-    # B continues from A's recorded end (another destination, B's tables) to t2
+    # B continues from A's recorded end (another destination, B's tables) to t2: B's tables are
+    # handed over to B2 first, with the statements the refusal names (one per table, all at once)
+    with pytest.raises(LakeError) as refused:
+        _run(spark_warehouse, f"b2-{tag}", f"ib_{tag}", t2, start_from=a1)
+    unset = re.findall(r"ALTER TABLE \S+ UNSET TBLPROPERTIES \([^)]*\)", str(refused.value))
+    assert len(unset) == len(TABLE_NAMES) and all(f"'binlog-cdc.writer.b-{tag}'" in u for u in unset), unset
+    for statement in unset:
+        spark.sql(statement)
     b2 = _run(spark_warehouse, f"b2-{tag}", f"ib_{tag}", t2, start_from=a1)
     assert b2["interval"]["start"] == end1 and b2["interval"]["end"] == a2["interval"]["end"]
     # one run over both intervals agrees with the two in a row

@@ -9,6 +9,7 @@ its source value by value (projected for ``columns=``).
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from typing import Any
@@ -21,6 +22,7 @@ from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -178,4 +180,88 @@ def test_columns_without_the_key_fail_before_anything_is_merged(
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()
+
+
+def test_a_table_named_like_a_shadow_table_is_never_left_out_silently(
+    conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A real table ``_audit_old`` (no ``audit`` beside it) and a parked-looking ``_t_del`` under a glob
+    route: the run leaves them out and warns once each, naming the table and the ways to load it; each
+    way, as the warning writes it, then loads it (the exact route, ``shadow_tables=True``, both with
+    ``snapshot='when_needed'`` for the rows written before), and ``exclude=`` silences it."""
+    tag = uuid.uuid4().hex[:8]
+    db = ns = f"rs_{tag}"
+    dest = f"shadow-{tag}"
+    (file, pos, *_), *_ = mariadb.execute("SHOW MASTER STATUS")
+    conn = mariadb.connect()
+    conn.autocommit(True)
+    glob = {f"{db}.*": f"lake.{ns}.{{table}}"}
+    task_log = logging.getLogger("tests.airflow.routing")  # the task log goes to structlog's sink
+    monkeypatch.setattr(BinlogToSparkOperator, "log", property(lambda self: task_log))
+
+    def run(n: int, **kw: Any) -> list[str]:
+        caplog.clear()
+        op = BinlogToSparkOperator(
+            task_id="load", destination=dest, warehouse=spark_warehouse, spark_master="local[2]",
+            stop_spark=False, **{"tables": glob, **kw},
+        )  # fmt: skip
+        with caplog.at_level(logging.INFO, logger=task_log.name):
+            op.execute(make_context(run_id=f"run{n}"))
+        return [
+            r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and "looks like a shadow table" in r.getMessage()
+        ]  # fmt: skip
+
+    def assert_lake(tables: set[str]) -> None:
+        names = {r.tableName for r in spark.sql(f"SHOW TABLES IN lake.{ns}").collect()}
+        assert names == tables, names
+        for table in tables:
+            lake_cols, lake_rows = _lake(spark, f"lake.{ns}.{table}")
+            assert lake_rows == _source_rows(conn, db, table, lake_cols), table
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {_q(db)}")
+            for table in ("t", "_audit_old", "_t_del"):
+                cur.execute(f"CREATE TABLE {_q(db)}.{_q(table)} (id INT PRIMARY KEY, v VARCHAR(40))")
+        for table in ("t", "_audit_old", "_t_del"):
+            _write(conn, db, table, 1)
+
+        warned = run(1, start_from=f"{file}:{pos}")
+        assert len(warned) == 2, warned
+        audit, parked = sorted(warned, key=lambda w: "_t_del" in w)
+        assert f"source table {db}._audit_old gets no lake table" in audit and "a table of its own" in audit
+        assert f"source table {db}._t_del gets no lake table" in parked and f"{db}.t exists" in parked
+        route = f"{{'{db}._audit_old': 'lake.{ns}._audit_old'}}"
+        assert "shadow_tables=True on the operator and the sensor" in audit, audit
+        assert f"the exact route {route}" in audit and "snapshot='when_needed'" in audit, audit
+        assert f"exclude=['{db}._t_del']" in parked, parked
+        assert_lake({"t"})
+
+        # the exact route (as the warning writes it) with snapshot='when_needed'; exclude= silences _t_del
+        _write(conn, db, "_audit_old", 10)
+        exact = {**glob, f"{db}._audit_old": f"lake.{ns}._audit_old"}
+        assert run(2, tables=exact, snapshot="when_needed", exclude=[f"{db}._t_del"]) == []
+        assert_lake({"t", "_audit_old"})
+
+        # shadow_tables=True with snapshot='when_needed': the parked-looking table too; later changes follow
+        _write(conn, db, "_t_del", 10)
+        assert run(3, shadow_tables=True, snapshot="when_needed") == []
+        assert_lake({"t", "_audit_old", "_t_del"})
+        # the sensor takes the same parameter: only with it do the changes of _audit_old count
+        _write(conn, db, "_audit_old", 20)
+        for shadow_tables, counted in ((False, 0), (True, 1)):
+            sensor = BinlogEventSensor(
+                task_id="wait", destination=dest, tables=glob, shadow_tables=shadow_tables, min_changes=1
+            )
+            assert sensor.poke(make_context(task_id="wait")).xcom_value == {"count": counted}
+        for table in ("t", "_t_del"):
+            _write(conn, db, table, 20)
+        assert run(4, shadow_tables=True, snapshot="when_needed") == []
+        assert_lake({"t", "_audit_old", "_t_del"})
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {_q(db)}")
         conn.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
@@ -82,3 +83,12 @@ def test_deferral_hands_exclude_to_the_trigger_which_ignores_it(shop: Shop, conn
         writer.join()
     assert len(events) == 1 and events[0].payload["status"] == "success", events
     assert events[0].payload["count"] == 2
+
+
+@pytest.mark.parametrize("tables", [{"d.*": "lake.d.{table}"}, ["d.*"]], ids=["mapping", "globs"])
+def test_shadow_tables_reach_the_sensors_filter(tables: Any) -> None:
+    """A table named like a shadow table (``_audit_old``) counts under a glob only with shadow_tables."""
+    default = BinlogEventSensor(task_id="wait", destination="d", tables=tables)
+    assert not default.table_filter().matches("d", "_audit_old")
+    asked = BinlogEventSensor(task_id="wait", destination="d", tables=tables, shadow_tables=True)
+    assert asked.table_filter().matches("d", "_audit_old") and asked.table_filter().matches("d", "t")

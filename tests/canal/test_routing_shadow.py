@@ -52,3 +52,15 @@ def test_ways_to_load_them_anyway() -> None:
     assert named.target_for("d", "_t_gho") == "lake.d._t_gho" and named.filter().matches("d", "_t_gho")
     every = Routes({"d.*": "lake.d.{table}"}, shadow_tables=True)
     assert every.target_for("d", "_t_ghc") == "lake.d._t_ghc" and every.filter().matches("d", "_t_ghc")
+
+
+def test_shadow_skipped_names_the_target_a_glob_would_give() -> None:
+    routes = Routes({"d.*": "lake.d.{table}", "d.x_old": "lake.d.exact"}, exclude=["d._gone_old"])
+    assert routes.shadow_skipped("d", "_audit_old") == "lake.d._audit_old"
+    assert routes.shadow_skipped("d", "t") is None  # routed
+    assert routes.shadow_skipped("e", "_audit_old") is None  # no route either way
+    assert routes.shadow_skipped("d", "_gone_old") is None  # excluded
+    assert Routes({"d.*": "lake.d.{table}"}, shadow_tables=True).shadow_skipped("d", "_audit_old") is None
+    assert Routes({"d._*_old": "lake.d.{table}"}).shadow_skipped("d", "_audit_old") is None  # asked for
+    assert Routes({r"d\.a.*": "lake.d.{table}"}).shadow_skipped("d", "_a_new") is None
+    assert Routes({r"d\._a.*": "lake.d.{table}"}).shadow_skipped("d", "_a_new") == "lake.d._a_new"

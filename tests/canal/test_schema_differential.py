@@ -24,7 +24,8 @@ from airflow_provider_binlog.canal.change import Op, RowChange
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
 from airflow_provider_binlog.canal.schema import TYPE_NAMES
 from airflow_provider_binlog.canal.start import StartSpec
-from tests.canal.test_instance import drain, head, make
+
+from .test_instance import drain, head, make
 
 pytestmark = pytest.mark.integration
 T = ColumnType

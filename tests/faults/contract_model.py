@@ -70,7 +70,12 @@ STATEMENT_RESNAPSHOT = os.environ.get("BINLOG_CDC_CONTRACT_STATEMENT_RESNAPSHOT"
 FAILPOINTS = (
     "drain", "before_commit", "merge_table", "after_commit", "ack", "after_ack", "ddl_action",
     "resnapshot_before_swap", "resnapshot_after_swap", "snapshot_before_load", "snapshot_after_load",
+    "mark_tag",
 )  # fmt: skip
+#: Iceberg maintenance as a user runs it (a random round of full expiry, compaction, delete-file and
+#: manifest rewrites, orphan removal: ``dev/user_maintenance.py``) on the lake tables after half the
+#: crashes, before the retry; "0" turns it off.
+MAINTENANCE = os.environ.get("BINLOG_CDC_CONTRACT_MAINTENANCE", "1") == "1"
 TABLES = ("t0", "t1")  # plain tables: every column DDL, truncate, drop + create
 PARTITIONED = "p"
 EXCLUDED = "nr_log"  # routed by the glob, excluded by exclude=
@@ -694,6 +699,7 @@ class RunStats:
     missing_empty: int = 0  # checks of an empty source table that found no lake table
     covered: int = 0  # statement-DML writes a re-snapshot of their table after them covered
     generations: int = 1  # destinations used (a new one per statement-DML remedy without the option)
+    maintenance: int = 0  # maintenance rounds run between a crash and its retry
 
 
 class Runs:
@@ -706,6 +712,7 @@ class Runs:
         self.w, self.spark, self.warehouse = workload, spark, warehouse
         self.zookeeper, self.zk_chroot, self.start, self.tag, self.log = zookeeper, zk_chroot, start, tag, log
         self.rng = random.Random(workload.rng.random())
+        self.maintenance_rng = random.Random(f"{tag}-maintenance")  # the seed's other draws stay
         self.stats = RunStats()
         self.generation = 1
         self.routed: set[str] = set()  # every table that was a routed source table in this generation
@@ -768,6 +775,8 @@ class Runs:
                 name = point.split("=")[0]
                 self.stats.crash_points[name] = self.stats.crash_points.get(name, 0) + 1
                 self.log(f"    crashed at {point} after {time.monotonic() - started:.1f} s; retrying")
+                if MAINTENANCE and self.maintenance_rng.random() < 0.5:
+                    self.maintain()
                 continue
             if point is not None:
                 self.stats.not_reached += 1
@@ -776,6 +785,17 @@ class Runs:
                      f"{summary.get('changes', '?')} changes")  # fmt: skip
             return summary
         raise AssertionError("unreachable: the sixth try has no failpoint")
+
+    def maintain(self) -> None:
+        """A random round of a user's Iceberg maintenance on every lake table of a routed table."""
+        from airflow_provider_binlog.dev import user_maintenance
+        from airflow_provider_binlog.lake.commits import load_iceberg_table
+
+        found = [t for t in sorted(self.routed) if load_iceberg_table(self.spark, self.target(t)) is not None]
+        tables = [f"lake.{self.namespace}.{t}" for t in found]
+        done = user_maintenance.random_round(self.spark, tables, self.maintenance_rng)
+        self.stats.maintenance += 1
+        self.log(f"    maintenance before the retry: {done} on {len(tables)} tables")
 
     def cursor(self) -> BinlogPosition | None:
         from airflow_harness import meta_manager

@@ -105,7 +105,8 @@ def test_contract_model(
     figure = (
         f"contract model (seed {seed}): {ROUNDS} rounds, {sum(workload.counts.values())} operations "
         f"({ops_done}); {s.runs} runs, {s.completed} completed, {s.crashes} crashes ({crash_points}), "
-        f"{s.not_reached} failpoints not reached, {s.stops} statement-DML stops ({s.covered} passed, "
+        f"{s.not_reached} failpoints not reached, {s.maintenance} maintenance rounds before a retry, "
+        f"{s.stops} statement-DML stops ({s.covered} passed, "
         f"covered by a re-snapshot), {s.generations} destinations, "
         f"{s.checks} checks ({s.missing_empty} times an empty table without lake table), 0 divergences, "
         f"{time.monotonic() - started:.0f} s"

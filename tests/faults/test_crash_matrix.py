@@ -2,12 +2,15 @@
 
 The scenarios are :mod:`airflow_provider_binlog.dev.crash`'s: a writer changes the ``shop`` tables
 while runs are killed at failpoints (drain, before_commit, merge_table, file_written,
-after_commit, ack, after_ack) or at a random moment mid-run (a timer); then a clean run; the lake table of
-``shop.orders`` is compared with its source value by value, and the append-only change log of
-``shop.ledger`` must hold each change once. Each kill point lies within the hits its run is
+mark_tag, after_commit, ack, after_ack) or at a random moment mid-run (a timer); then a clean run;
+the lake table of ``shop.orders`` is compared with its source value by value, and the append-only
+change log of ``shop.ledger`` must hold each change once. Each kill point lies within the hits its run is
 certain to make (the harness writes a known amount of changes before each run), so every planned
-kill happens on any machine, fast or slow, and the kinds take turns (all eight in every eight
-kills).
+kill happens on any machine, fast or slow, and the kinds take turns (all nine in every nine
+kills). After each kill, Iceberg maintenance as a user runs it on both lake tables, a random round
+of full expiry (``retain_last => 1``), compaction, delete-file and manifest rewrites and orphan
+removal (:mod:`airflow_provider_binlog.dev.user_maintenance`; ``BINLOG_CDC_CRASH_MAINTENANCE=off``:
+none), so each retry finds its crashed run's marks only where no maintenance can remove them.
 
 CI setting: 5 scenarios x 4 kills (20 kills). ``BINLOG_CDC_CRASH_SCENARIOS``,
 ``BINLOG_CDC_CRASH_KILLS`` and ``BINLOG_CDC_CRASH_SEED`` change it (``bench/reliability.py`` runs
@@ -17,6 +20,7 @@ of kill points can be replayed.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import uuid
@@ -27,6 +31,7 @@ import pytest
 from airflow_harness import Shop, in_catalog, mysql_uri, warehouse_catalog, zookeeper_uri
 from figures import FIGURES
 
+from airflow_provider_binlog.dev import user_maintenance
 from airflow_provider_binlog.dev.crash import KINDS, CrashMatrix, RunSpec
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.verify import verify_tables
@@ -35,6 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 SCENARIOS = int(os.environ.get("BINLOG_CDC_CRASH_SCENARIOS", "5"))
 KILLS = int(os.environ.get("BINLOG_CDC_CRASH_KILLS", "4"))
+MAINTENANCE_ENV = "BINLOG_CDC_CRASH_MAINTENANCE"  # off: no maintenance between a kill and its retry
 
 
 def test_crash_matrix(
@@ -59,7 +65,11 @@ def test_crash_matrix(
             conn.close()
         return [d.describe() for d in diffs if not d.equal]
 
-    matrix = CrashMatrix(spec, env, tmp_path, shop.conn, spark, catalog, verify, seed=seed)
+    lake = [f"{catalog}.{ns}.{t}" for t in ("orders", "ledger")]
+    maintain = None
+    if os.environ.get(MAINTENANCE_ENV, "on").lower() not in ("off", "0", "false"):
+        maintain = functools.partial(user_maintenance.random_round, spark, lake)
+    matrix = CrashMatrix(spec, env, tmp_path, shop.conn, spark, catalog, verify, seed=seed, maintain=maintain)
     for _ in range(SCENARIOS):
         result = matrix.scenario(KILLS)  # raises (naming the seed) when a run outlives its kill point
         assert not result.diverged, f"seed {seed}: {matrix.describe(result)}"

@@ -54,6 +54,7 @@ class _Table:
     def __init__(self) -> None:
         self.current: _Snapshot | None = None
         self.refreshed = 0
+        self.tags_moved: list[str] = []  # the targets whose mark tag commit() moved (commits.move_tag)
 
     def refresh(self) -> None:
         self.refreshed += 1
@@ -67,6 +68,7 @@ def table(monkeypatch: pytest.MonkeyPatch) -> _Table:
     fake = _Table()
     monkeypatch.setattr(commits, "load_iceberg_table", lambda spark, name: fake)
     monkeypatch.setattr(commits, "commit_properties", lambda spark, props: contextlib.nullcontext())
+    monkeypatch.setattr(commits, "move_tag", lambda spark, target, props: fake.tags_moved.append(target))
     monkeypatch.setattr(commits.time, "sleep", lambda s: None)
     monkeypatch.delenv(commits.RETRY_ENV, raising=False)
     return fake
@@ -94,6 +96,7 @@ def test_a_conflict_is_retried_until_the_statement_commits(table: _Table) -> Non
     assert commits.commit(_Spark(), "`lake`.`db`.`t`", PROPS, statement, "f:4 to f:40") is True  # type: ignore[arg-type]
     assert len(runs) == 3 and commits.conflicts_retried == before + 2
     assert table.refreshed >= 2  # the mark read, then the table as it is now, before each retry
+    assert table.tags_moved == ["`lake`.`db`.`t`"]  # once, after the attempt that committed
 
 
 def test_a_conflicting_commit_that_landed_is_not_run_again(table: _Table) -> None:
@@ -106,6 +109,7 @@ def test_a_conflicting_commit_that_landed_is_not_run_again(table: _Table) -> Non
 
     assert commits.commit(_Spark(), "t", PROPS, statement) is False  # type: ignore[arg-type]
     assert runs == [1]
+    assert table.tags_moved == ["t"]  # the commit landed: its tag moves all the same
 
 
 def test_another_destinations_newer_commit_is_not_taken_for_ours(table: _Table) -> None:

@@ -6,6 +6,7 @@ shard, the re-snapshot swap of one shard, and the writers' table properties."""
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.shard_swap import shard_swap
 from airflow_provider_binlog.lake.shard_writers import check_merger, check_writers
+from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
 from airflow_provider_binlog.lake.sql import quote_parts
 
 from .model import SourceTable, all_type_columns
@@ -220,7 +222,9 @@ def test_writers_recorded_and_a_second_destination_checked(spark: Any) -> None:
     with ChangeMerger(spark, "one", {"db.a": plain}) as merger:
         rows = [a.upsert(2, 10)]
         merger.merge(rows, rows[-1].end_position)
-    check_writers(spark, quoted_plain, plain, "one", TargetOptions())  # records "one"
+    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {plain}").collect()}
+    assert props[shards.WRITER_PREFIX + "one"] == ""  # recorded at creation
+    check_writers(spark, quoted_plain, plain, "one", TargetOptions())
     with pytest.raises(LakeError, match="destinations two and one both write into the lake table"):
         check_writers(spark, quoted_plain, plain, "two", TargetOptions())
     with pytest.raises(LakeError, match="has no shard column"):
@@ -257,6 +261,61 @@ def test_a_merger_start_checks_the_writers_from_the_properties_read_with_the_mar
     with ChangeMerger(spark, "two", {"db.a": target, "db.b": fresh}, opts) as merger:
         check_merger(merger, merger.load_marks())
     assert writers() == {shards.WRITER_PREFIX + "one": "one", shards.WRITER_PREFIX + "two": "two"}
+
+
+def test_a_second_destination_is_refused_from_the_creators_first_commit_on(spark: Any) -> None:
+    """Destination one creates a table without a shard column with its first commit; a second
+    destination's run start is refused at once (before one's second run), naming the table, both
+    destinations and the remedies, nothing of it written; a run of two that started before the
+    table existed is refused at its creation. Each remedy the message names then lets two in."""
+    clock = [4]
+    a = Shard("a", clock)
+    ns = _ns()
+    target = f"lake.{ns}.t"
+
+    def lake() -> dict[int, int]:
+        return {r[0]: r[1] for r in spark.sql(f"SELECT id, v FROM {target}").collect()}
+
+    with ChangeMerger(spark, "two", {"db.a": target}) as late:  # started before the table existed
+        assert late.load_marks()[quote_parts(("lake", ns, "t"))] is None
+        with ChangeMerger(spark, "one", {"db.a": target}) as merger:
+            rows = [a.upsert(1, 10)]
+            merger.merge(rows, rows[-1].end_position)
+        rows = [a.upsert(1, 99)]
+        with pytest.raises(LakeError, match=f"two and one both write into the lake table lake.{ns}.t"):
+            late.merge(rows, rows[-1].end_position)
+    with ChangeMerger(spark, "two", {"db.a": target}) as merger, pytest.raises(LakeError) as refused:
+        check_merger(merger, merger.load_marks())
+    text = str(refused.value)
+    assert f"destinations two and one both write into the lake table {target}" in text, text
+    with pytest.raises(LakeError, match="two and one both write"):  # a snapshot, before any reset
+        LakeChunkLoader(spark, "two", {"db.a": target})
+    assert 'shard_column="_shard"' in text and "unique_keys=True" in text, text
+    assert lake() == {1: 10}
+    # remedy: unique_keys=True when the keys are unique across the destinations
+    with ChangeMerger(spark, "two", {"db.a": target}, TargetOptions(unique_keys=True)) as merger:
+        check_merger(merger, merger.load_marks())
+        rows = [a.upsert(2, 20)]
+        merger.merge(rows, rows[-1].end_position)
+    assert lake() == {1: 10, 2: 20}
+
+    # remedy: the table was handed over to two, so one's writer line goes (the statement as named)
+    def unset_statement(text: str) -> str:
+        found = re.search(r"ALTER TABLE \S+ UNSET TBLPROPERTIES \([^)]*\)", text)
+        assert found is not None, text
+        return found.group(0)
+
+    assert unset_statement(text) == f"ALTER TABLE {target} UNSET TBLPROPERTIES ('binlog-cdc.writer.one')"
+    spark.sql(unset_statement(text))
+    with ChangeMerger(spark, "three", {"db.a": target}) as merger, pytest.raises(LakeError) as refused:
+        check_merger(merger, merger.load_marks())
+    assert "destinations three and two both write" in str(refused.value)
+    spark.sql(unset_statement(str(refused.value)))
+    with ChangeMerger(spark, "three", {"db.a": target}) as merger:
+        check_merger(merger, merger.load_marks())
+        rows = [a.upsert(3, 30)]
+        merger.merge(rows, rows[-1].end_position)
+    assert lake() == {1: 10, 2: 20, 3: 30}
 
 
 def test_append_only_and_soft_delete_targets_carry_the_shard(spark: Any) -> None:

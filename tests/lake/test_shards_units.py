@@ -61,7 +61,9 @@ def test_fill_bind_and_values() -> None:
     assert shard is not None and shard.value("shop", "orders_01") == "mysql_1/dest/orders_01"
     with pytest.raises(ConfigurationError, match=r"\{connection\} is not known here"):
         shards.shard_of(shards.bind(opts, "dest"))
-    assert shards.bind(TargetOptions(), "d") == TargetOptions()
+    plain = shards.bind(TargetOptions(), "d")  # no shard column: the writer line alone
+    assert plain == TargetOptions(table_properties={shards.WRITER_PREFIX + "d": ""})
+    assert shards.bind(plain, "d") is plain
     assert [c.name for c in option_columns(bound)] == ["_shard"]
     assert shards.shard_keys(("id",), bound) == ("id", "_shard")
     assert shards.shard_keys(("id",), TargetOptions()) == ("id",)

@@ -1,0 +1,229 @@
+"""Benchmark: a destination's table over months of small scheduled runs, with the default maintenance
+policy and with maintenance off (issue #43's figures).
+
+One warm Spark (``local[2]``), two tables side by side, each first loaded with ``--rows`` rows, then
+``--runs`` runs of ``--changes`` changes each (20% inserts, 70% updates, 10% deletes of live keys),
+the two tables' runs interleaved so both see the same JVM. A run is what a load run does to its
+table: a new :class:`ChangeMerger` (the table loaded, its mark read), one MERGE with its mark, and
+with the policy the end-of-run maintenance (:meth:`MaintenancePolicy.light`, ``maintain_table``).
+No binlog server: the changes are built in Python (``bench/merge.py``'s way), so the figures are
+the lake's alone.
+
+The ``off`` table is today's behaviour before #43: ``write.metadata.delete-after-commit.enabled=false``
+and no maintenance. Time is compressed: runs follow each other at once, while the policy's ages
+count in scheduled time (``--schedule`` seconds between runs, default 300): the policy run after run
+``r`` gets ``snapshot_age`` scaled by (mean real seconds per run / ``--schedule``), so a day's age
+keeps about a day's runs (288 at ``*/5``), whatever the machine's speed.
+
+Printed per table: mean wall time of a run over the first and last 100 (maintenance included),
+``count(*)`` and a point lookup (best of 3) at the end and again after a full compaction of a copy
+(the baseline measured in the same run), the metadata folder's files and bytes, data and delete
+files, snapshots, and whether the lake equals the source model row for row.
+
+    .venv/bin/python bench/soak.py              # 10,000 runs of 60 changes (hours)
+    .venv/bin/python bench/soak.py --short      # 200 runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.constants import ColumnType as T
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
+from airflow_provider_binlog.lake.commits import load_iceberg_table
+from airflow_provider_binlog.lake.maintenance import MaintenancePolicy, maintain_table
+from airflow_provider_binlog.lake.maintenance.health import read_health
+from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+from airflow_provider_binlog.lake.session import create_session
+
+SCHEMA = TableSchema(
+    "bench",
+    "soak",
+    (
+        ColumnDef("id", T.LONGLONG),
+        ColumnDef("a", T.LONG),
+        ColumnDef("b", T.VARCHAR, collation=45, charset="utf-8"),
+        ColumnDef("c", T.DOUBLE),
+    ),
+    ("id",),
+)
+DESTINATION = "soak"
+
+
+class Source:
+    """The source table as a model, and the changes that move it on."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.rows: dict[int, tuple[Any, ...]] = {}
+        self.keys: list[int] = []
+        self.next_id = 1
+        self.pos = 4
+
+    def _row(self, key: int) -> dict[str, Any]:
+        r = self.rng
+        return {"id": key, "a": r.randint(0, 10**6), "b": f"name-{r.randint(0, 10**6)}", "c": r.random()}
+
+    def changes(self, n: int, inserts_only: bool = False) -> list[RowChange]:
+        out = []
+        for _ in range(n):
+            self.pos += 100
+            x = self.rng.random()
+            if inserts_only or not self.keys or x < 0.2:
+                key = self.next_id
+                self.next_id += 1
+                op, before, after = Op.INSERT, None, self._row(key)
+                self.keys.append(key)
+            else:
+                i = self.rng.randrange(len(self.keys))
+                key = self.keys[i]
+                before = dict(zip(("id", "a", "b", "c"), self.rows[key], strict=True))
+                if x < 0.9:
+                    op, after = Op.UPDATE, self._row(key)
+                else:
+                    op, after = Op.DELETE, None
+                    self.keys[i] = self.keys[-1]
+                    self.keys.pop()
+            if after is None:
+                del self.rows[key]
+            else:
+                self.rows[key] = (after["id"], after["a"], after["b"], after["c"])
+            pos = BinlogPosition("mysql-bin.000001", self.pos)
+            end = BinlogPosition("mysql-bin.000001", self.pos + 50)
+            change = RowChange(
+                DESTINATION, "bench", "soak", op, before, after, ("id",), pos, end, None, 1_700_000_000,
+                OrderKey(1, self.pos, -1, 0), SCHEMA,
+            )  # fmt: skip
+            out.append(change)
+        return out
+
+
+class Table:
+    """One soaked table: its source, its policy (``None``: maintenance off) and what it measured."""
+
+    def __init__(self, spark: Any, name: str, policy: MaintenancePolicy | None, seed: int) -> None:
+        self.spark, self.name, self.policy = spark, name, policy
+        self.source = Source(seed)
+        props = {} if policy is not None else {"write.metadata.delete-after-commit.enabled": "false"}
+        self.options = TargetOptions(count_changes=False, table_properties=props)
+        self.seconds: list[float] = []
+        self.maintenance: list[float] = []  # of each run's seconds, the maintenance's
+        self.maintained: dict[str, int] = {}
+
+    def run(self, changes: list[RowChange], policy: MaintenancePolicy | None) -> None:
+        t0 = time.perf_counter()
+        with ChangeMerger(self.spark, DESTINATION, {"bench.soak": self.name}, self.options) as merger:
+            merger.merge(changes, changes[-1].end_position)
+        t1 = time.perf_counter()
+        if policy is not None:
+            for action in maintain_table(self.spark, self.name, policy, report=lambda *_: None)["ran"]:
+                self.maintained[action] = self.maintained.get(action, 0) + 1
+        self.seconds.append(time.perf_counter() - t0)
+        self.maintenance.append(time.perf_counter() - t1)
+
+
+def _best(spark: Any, sql: str) -> float:
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        spark.sql(sql).collect()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _metadata(spark: Any, name: str) -> tuple[int, int]:
+    location = str(load_iceberg_table(spark, name).location()).removeprefix("file:")
+    files = [p for p in (Path(location) / "metadata").iterdir() if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def _equal(spark: Any, table: Table) -> bool:
+    rows = spark.sql(f"SELECT id, a, b, c FROM {table.name}").collect()
+    lake = {int(r["id"]): (r["id"], r["a"], r["b"], r["c"]) for r in rows}
+    return len(lake) == len(rows) and lake == table.source.rows
+
+
+def _scans(spark: Any, table: Table) -> tuple[float, float]:
+    key = next(iter(table.source.rows))
+    return _best(spark, f"SELECT count(*) FROM {table.name}"), _best(
+        spark, f"SELECT * FROM {table.name} WHERE id = {key}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=10_000)
+    ap.add_argument("--changes", type=int, default=60, help="changes per run")
+    ap.add_argument("--rows", type=int, default=20_000, help="rows loaded before the runs")
+    ap.add_argument("--short", action="store_true", help="200 runs")
+    ap.add_argument("--schedule", type=float, default=300.0, help="scheduled seconds between runs")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args()
+    runs = 200 if args.short else args.runs
+    warehouse = tempfile.mkdtemp(prefix="binlog-cdc-soak-")
+    spark = create_session("binlog-cdc-soak", master=args.master, warehouse=warehouse)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.soak")
+    default = MaintenancePolicy.light()
+    tables = [Table(spark, "lake.soak.policy", default, 1), Table(spark, "lake.soak.off", None, 1)]
+    for table in tables:  # the initial load: one run of --rows inserts
+        table.run(table.source.changes(args.rows, inserts_only=True), None)
+        table.seconds.clear()
+        table.maintenance.clear()
+    print(
+        f"# {runs} runs of {args.changes} changes on {args.rows} rows, master {args.master}, "
+        f"schedule {args.schedule:.0f} s; policy {default}"
+    )
+    started = time.perf_counter()
+    for r in range(runs):
+        for table in tables:
+            policy = table.policy
+            if policy is not None and table.seconds:  # the policy's age in scheduled time
+                per_run = statistics.fmean(table.seconds[-500:])
+                policy = policy.replace(snapshot_age=default.snapshot_age * per_run / args.schedule)
+            table.run(table.source.changes(args.changes), policy)
+        if (r + 1) % 100 == 0:
+            line = ", ".join(f"{t.name} {statistics.fmean(t.seconds[-100:]):.3f} s" for t in tables)
+            print(f"  run {r + 1}: last 100 mean {line} ({time.perf_counter() - started:.0f} s)", flush=True)
+    header = (
+        f"{'table':<17} {'first100 s':>10} {'last100 s':>9} {'ratio':>6} {'count s':>8} {'lookup s':>8} "
+        f"{'count* s':>8} {'lookup* s':>9} {'meta files':>10} {'meta MB':>8} {'data':>5} {'deletes':>7} "
+        f"{'data*':>5} {'snaps':>6} {'maint s':>7}  lake==source  maintenance"
+    )
+    print(header)
+    for table in tables:
+        first, last = statistics.fmean(table.seconds[:100]), statistics.fmean(table.seconds[-100:])
+        count_s, lookup_s = _scans(spark, table)
+        files, size = _metadata(spark, table.name)
+        health = read_health(spark, load_iceberg_table(spark, table.name))
+        equal = _equal(spark, table)
+        # the baseline: a freshly compacted copy of the same rows
+        copy = table.name + "_compacted"
+        spark.sql(f"CREATE OR REPLACE TABLE {copy} USING iceberg AS SELECT * FROM {table.name}")
+        spark.sql(f"CALL lake.system.rewrite_data_files(table => '{copy.split('.', 1)[1]}', "
+                  "options => map('rewrite-all', 'true'))")  # fmt: skip
+        compacted = Table(spark, copy, None, 0)
+        compacted.source = table.source
+        count_c, lookup_c = _scans(spark, compacted)
+        data_c = read_health(spark, load_iceberg_table(spark, copy)).data_files
+        ratio = last / first
+        print(
+            f"{table.name:<17} {first:>10.3f} {last:>9.3f} {ratio:>6.2f} {count_s:>8.3f} {lookup_s:>8.3f} "
+            f"{count_c:>8.3f} {lookup_c:>9.3f} {files:>10} {size / 2**20:>8.2f} {health.data_files:>5} "
+            f"{health.delete_files:>7} {data_c:>5} {health.snapshots:>6} {sum(table.maintenance):>7.1f}  "
+            f"{equal!s:<12}  {table.maintained}"
+        )
+    print("(* a compacted copy of the same rows, measured in this run: the baseline; maint s: the")
+    print(" maintenance's seconds in all runs, included in the runs' wall times)")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
