@@ -3,8 +3,10 @@
 Connections: ``mysql_default`` (the source, a user with REPLICATION SLAVE, REPLICATION CLIENT and
 SELECT) and ``zookeeper_default`` (cursors and HA). ``BINLOG_CDC_START_FROM`` (a ``file:pos``,
 ``gtid:...`` or timestamp) says where a destination without a cursor starts (default: the head);
-``BINLOG_CDC_DEFERRABLE=1`` makes the sensor wait in the triggerer; ``BINLOG_CDC_CATALOG_CONN_ID``
-names a ``postgres`` connection that makes ``lake`` an Iceberg JDBC catalog (default: the Hadoop catalog).
+``BINLOG_CDC_SNAPSHOT=initial`` first loads the rows the tables already have (the operator's
+``snapshot``, default ``never``); ``BINLOG_CDC_DEFERRABLE=1`` makes the sensor wait in the
+triggerer; ``BINLOG_CDC_CATALOG_CONN_ID`` names a ``postgres`` connection that makes ``lake`` an
+Iceberg JDBC catalog (default: the Hadoop catalog).
 
 An interval without changes is a normal one: the sensor waits ``BINLOG_CDC_WAIT_TIMEOUT`` seconds
 (default 600, within the 15-minute schedule), then is skipped (``on_timeout="skip"``) and the load
@@ -58,6 +60,7 @@ with DAG(
         tables=TABLES,
         start_from=START_FROM,
         stop_at="head",
+        snapshot=os.environ.get("BINLOG_CDC_SNAPSHOT") or "never",
         catalog_conn_id=os.environ.get("BINLOG_CDC_CATALOG_CONN_ID") or None,
     )
     wait >> load
