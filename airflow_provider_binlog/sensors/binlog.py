@@ -31,7 +31,11 @@ def _seconds(interval: Any) -> float:
 
 class BinlogEventSensor(BaseSensorOperator):
     """Succeed when at least ``min_changes`` matching row changes were committed after the cursor
-    of ``destination``. The cursor does not move.
+    of ``destination``. The cursor does not move, except that a destination without a cursor gets
+    its start pinned as the cursor (:meth:`~..canal.instance.CanalInstance.pin_start`). A new
+    destination that starts at the head (no ``start_from``) succeeds at that first poke (XCom
+    ``{"count", "first": True}``): its first load runs at once, so its initial snapshot
+    (``snapshot="initial"``) of the rows already there is not put off until a change arrives.
 
     With ``deferrable=True`` the wait happens in the triggerer: :class:`BinlogEventTrigger`
     follows the binlog live and fires as soon as the changes are committed.
@@ -193,11 +197,23 @@ class BinlogEventSensor(BaseSensorOperator):
         hook = self._hook()
         try:
             instance = self._instance(hook)
+            # a destination starting at the head (no ``start_from``) without a cursor yet
+            new = self.start_from in (None, "") and instance.meta.get_cursor(instance.identity).value is None
             point = instance.pin_start()
+            new = new and instance.meta.get_cursor(instance.identity).value is not None
             self._check_retention(context, hook, instance, point)
             count = instance.peek(limit=self.min_changes)
         finally:
             hook.close()
+        if new:
+            # the destination's first run: nothing is loaded yet and the binlog from the head holds
+            # none of the rows already in the tables (they reach the lake by the load's snapshot):
+            # waiting for a change would leave them out of the lake until one comes
+            self.log.info(
+                "destination %s: no cursor yet, pinned the start %s; the first load runs now (%d "
+                "matching change(s) after it)", self.destination, point, count,
+            )  # fmt: skip
+            return PokeReturnValue(is_done=True, xcom_value={"count": count, "first": True})
         self.log.info(
             "destination %s: %d matching change(s) after the cursor (waiting for %d)",
             self.destination, count, self.min_changes,

@@ -57,11 +57,6 @@ MODES = [
     "stream",  # start_from: the binlog point before the schema's creation (the demo's way)
     "initial",  # snapshot="initial": the README's sensor + load
 ]
-KNOWN_DEFECT = (
-    "issue 42: on a source that already has rows and no change since, the sensor of a destination "
-    "without a cursor pins the head and finds nothing, so the first interval is skipped and the lake "
-    "stays empty after a green run until the next change arrives; the later intervals are checked"
-)
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +163,9 @@ def test_deployment_incremental_intervals_consumer_and_backfill(
     scheduled = [r for r, (kind, _) in runs.items() if kind == "scheduled"]
     assert scheduled, runs
     states = dep.task_states(INCREMENTAL, scheduled[0])
-    skipped_first = states == {"wait_for_changes": "skipped", "merge_into_lake": "skipped"}
-    if not (deployed.mode == "initial" and skipped_first):  # that symptom: KNOWN_DEFECT, at the end
-        assert states == {"wait_for_changes": "success", "merge_into_lake": "success"}, states
-        _assert_lake_equal(mariadb, spark, dep, "the first (scheduled) run")
+    # the first run loads whatever came first: the rows already there (initial) or the binlog (stream)
+    assert states == {"wait_for_changes": "success", "merge_into_lake": "success"}, states
+    _assert_lake_equal(mariadb, spark, dep, "the first (scheduled) run")
 
     middle = ""
     for n, changes in enumerate((150, 0, 80)):
@@ -194,8 +188,6 @@ def test_deployment_incremental_intervals_consumer_and_backfill(
     assert all(kind == "asset_triggered" for kind, _ in consumer.values()), consumer
 
     if deployed.mode != "stream":
-        if skipped_first:  # every later interval was checked; only the first one is wrong
-            pytest.xfail(KNOWN_DEFECT)
         return  # the backfill reads the binlog from the schema's creation: once is enough
     try:
         conf = {

@@ -72,9 +72,10 @@ def test_sensor_first_then_initial_snapshot_loads_the_existing_rows(
     shop: Shop, conns: dict[str, str], spark: Any, spark_warehouse: str, mariadb: MariaDbServer,
     zookeeper: ZooKeeperServer, zk_chroot: str,
 ) -> None:  # fmt: skip
-    """The README's pattern on a source that already has rows: the sensor runs first and pins the
-    head as the cursor; the load with snapshot="initial" still snapshots the rows before that point
-    (a pinned cursor is not a snapshot), and later sensor + load rounds keep lake == source."""
+    """The README's pattern on a source that already has rows: the sensor runs first, pins the
+    head as the cursor and lets the first load run at once; the load with snapshot="initial" still
+    snapshots the rows before that point (a pinned cursor is not a snapshot), and later sensor +
+    load rounds keep lake == source."""
     shop.changes(300)
     ns = f"snapsense_{uuid.uuid4().hex[:8]}"
     dest = f"snapsense-{ns}"
@@ -84,7 +85,8 @@ def test_sensor_first_then_initial_snapshot_loads_the_existing_rows(
     meta = meta_manager(zookeeper, zk_chroot)
     try:
         sensor = BinlogEventSensor(task_id="wait", destination=dest, tables=routes, min_changes=1)
-        assert not sensor.poke(make_context(task_id="wait")).is_done  # nothing after the head yet
+        first = sensor.poke(make_context(task_id="wait"))  # nothing after the head yet, but
+        assert first.is_done and first.xcom_value == {"count": 0, "first": True}  # the first load runs
         pinned = meta.get_cursor(ident).value
         assert pinned is not None and str(pinned.binlog_position) == shop.head()
         shop.changes(20)  # after the pin: the sensor sees them, the snapshot must not double them
