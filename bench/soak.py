@@ -157,7 +157,9 @@ def _best(spark: Any, sql: str) -> float:
 
 
 def _metadata(spark: Any, name: str) -> tuple[int, int]:
-    location = str(load_iceberg_table(spark, name).location()).removeprefix("file:")
+    table = load_iceberg_table(spark, name)
+    assert table is not None, name
+    location = str(table.location()).removeprefix("file:")
     files = [p for p in (Path(location) / "metadata").iterdir() if p.is_file()]
     return len(files), sum(p.stat().st_size for p in files)
 
@@ -247,11 +249,11 @@ def main() -> None:
     print("(staging, MERGE, commit, tag), maintenance (health read and the actions due); then the")
     print("actions' total seconds / times run")
     for table in tables:
-        first = [statistics.fmean(p[i] for p in table.phases[:100]) for i in range(3)]
-        last = [statistics.fmean(p[i] for p in table.phases[-100:]) for i in range(3)]
+        head = [statistics.fmean(p[i] for p in table.phases[:100]) for i in range(3)]
+        tail = [statistics.fmean(p[i] for p in table.phases[-100:]) for i in range(3)]
         line = ", ".join(
             f"{what} {a:.3f} -> {b:.3f}"
-            for what, a, b in zip(("marks", "merge", "maintenance"), first, last, strict=True)
+            for what, a, b in zip(("marks", "merge", "maintenance"), head, tail, strict=True)
         )
         acts = ", ".join(
             f"{k} {v:.1f} s / {table.maintained[k]}" for k, v in sorted(table.action_seconds.items())
