@@ -10,10 +10,18 @@ No binlog server: the changes are built in Python (``bench/merge.py``'s way), so
 the lake's alone.
 
 The ``off`` table is today's behaviour before #43: ``write.metadata.delete-after-commit.enabled=false``
-and no maintenance. Time is compressed: runs follow each other at once, while the policy's ages
-count in scheduled time (``--schedule`` seconds between runs, default 300): the policy run after run
-``r`` gets ``snapshot_age`` scaled by (mean real seconds per run / ``--schedule``), so a day's age
-keeps about a day's runs (288 at ``*/5``), whatever the machine's speed.
+and no maintenance.
+
+**Scheduled time.** Runs follow each other at once, so a day of ``*/5`` runs passes in minutes and
+with the policy's real ``snapshot_age`` (a day) nothing would ever age out. The benchmark counts the
+policy's age in runs instead: ``--schedule`` is the scheduled seconds between two runs (default 300,
+``*/5``: 288 runs a day), so the age is ``snapshot_age / --schedule`` runs (``A``). The maintenance
+after run ``r >= A`` gets ``snapshot_age`` = the real seconds since the start of run ``r - A`` (both
+tables' runs of a round count, as a scheduler's clock would), so exactly the snapshots committed
+before that run are past the age, whatever the machine's speed; before run ``A`` it gets the policy
+unchanged (less than ``snapshot_age`` of scheduled time has passed: nothing is old enough). Only the
+benchmark's copy of the policy changes; ``keep_snapshots`` and every other field stay the default's.
+``--schedule 3600`` (hourly, 24 runs a day) reaches the steady state of a day's history in 200 runs.
 
 Printed per table: mean wall time of a run over the first and last 100 (maintenance included),
 ``count(*)`` and a point lookup (best of 3) at the end and again after a full compaction of a copy
@@ -116,18 +124,27 @@ class Table:
         self.options = TargetOptions(count_changes=False, table_properties=props)
         self.seconds: list[float] = []
         self.maintenance: list[float] = []  # of each run's seconds, the maintenance's
+        self.phases: list[tuple[float, float, float]] = []  # marks read, merge + commit, maintenance
         self.maintained: dict[str, int] = {}
+        self.action_seconds: dict[str, float] = {}
 
     def run(self, changes: list[RowChange], policy: MaintenancePolicy | None) -> None:
         t0 = time.perf_counter()
         with ChangeMerger(self.spark, DESTINATION, {"bench.soak": self.name}, self.options) as merger:
+            merger.load_marks()  # the table loaded, its mark read (as a run's start does)
+            tm = time.perf_counter()
             merger.merge(changes, changes[-1].end_position)
         t1 = time.perf_counter()
         if policy is not None:
-            for action in maintain_table(self.spark, self.name, policy, report=lambda *_: None)["ran"]:
+            done = maintain_table(self.spark, self.name, policy, report=lambda *_: None)
+            for action in done["ran"]:
                 self.maintained[action] = self.maintained.get(action, 0) + 1
-        self.seconds.append(time.perf_counter() - t0)
-        self.maintenance.append(time.perf_counter() - t1)
+                seconds = float((done.get(action) or {}).get("seconds") or 0.0)
+                self.action_seconds[action] = self.action_seconds.get(action, 0.0) + seconds
+        t2 = time.perf_counter()
+        self.seconds.append(t2 - t0)
+        self.maintenance.append(t2 - t1)
+        self.phases.append((tm - t0, t1 - tm, t2 - t1))
 
 
 def _best(spark: Any, sql: str) -> float:
@@ -140,7 +157,9 @@ def _best(spark: Any, sql: str) -> float:
 
 
 def _metadata(spark: Any, name: str) -> tuple[int, int]:
-    location = str(load_iceberg_table(spark, name).location()).removeprefix("file:")
+    table = load_iceberg_table(spark, name)
+    assert table is not None, name
+    location = str(table.location()).removeprefix("file:")
     files = [p for p in (Path(location) / "metadata").iterdir() if p.is_file()]
     return len(files), sum(p.stat().st_size for p in files)
 
@@ -179,15 +198,19 @@ def main() -> None:
         table.maintenance.clear()
     print(
         f"# {runs} runs of {args.changes} changes on {args.rows} rows, master {args.master}, "
-        f"schedule {args.schedule:.0f} s; policy {default}"
+        f"schedule {args.schedule:.0f} s (snapshot_age {default.snapshot_age:.0f} s = "
+        f"{max(1, round(default.snapshot_age / args.schedule))} runs); policy {default}"
     )
     started = time.perf_counter()
+    age_runs = max(1, round(default.snapshot_age / args.schedule))  # the policy's age, in runs
+    starts: list[float] = []  # each round's real start (time.time())
     for r in range(runs):
+        starts.append(time.time())
         for table in tables:
             policy = table.policy
-            if policy is not None and table.seconds:  # the policy's age in scheduled time
-                per_run = statistics.fmean(table.seconds[-500:])
-                policy = policy.replace(snapshot_age=default.snapshot_age * per_run / args.schedule)
+            if policy is not None and r >= age_runs:  # the policy's age in scheduled time
+                now = time.time()
+                policy = policy.replace(snapshot_age=now - starts[r - age_runs])
             table.run(table.source.changes(args.changes), policy)
         if (r + 1) % 100 == 0:
             line = ", ".join(f"{t.name} {statistics.fmean(t.seconds[-100:]):.3f} s" for t in tables)
@@ -222,6 +245,20 @@ def main() -> None:
         )
     print("(* a compacted copy of the same rows, measured in this run: the baseline; maint s: the")
     print(" maintenance's seconds in all runs, included in the runs' wall times)")
+    print("mean seconds per run of each phase, first 100 -> last 100: marks read (table loaded), merge")
+    print("(staging, MERGE, commit, tag), maintenance (health read and the actions due); then the")
+    print("actions' total seconds / times run")
+    for table in tables:
+        head = [statistics.fmean(p[i] for p in table.phases[:100]) for i in range(3)]
+        tail = [statistics.fmean(p[i] for p in table.phases[-100:]) for i in range(3)]
+        line = ", ".join(
+            f"{what} {a:.3f} -> {b:.3f}"
+            for what, a, b in zip(("marks", "merge", "maintenance"), head, tail, strict=True)
+        )
+        acts = ", ".join(
+            f"{k} {v:.1f} s / {table.maintained[k]}" for k, v in sorted(table.action_seconds.items())
+        )
+        print(f"  {table.name}: {line}; {acts or 'no action'}")
     spark.stop()
 
 

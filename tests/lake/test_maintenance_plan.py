@@ -72,9 +72,15 @@ def test_expiry_by_age_count_and_marks() -> None:
     policy = MaintenancePolicy()  # a day, 50 kept
     old = NOW - 2 * DAY
     assert plan(_health(snapshots=300, oldest_ms=NOW - DAY), policy, NOW).expiry is None  # young enough
-    assert plan(_health(snapshots=55, oldest_ms=old), policy, NOW).expiry is None  # 50 kept, slack 5
-    due = plan(_health(snapshots=56, oldest_ms=old), policy, NOW)
+    # in batches of keep_snapshots: half of 99 are past the day (evenly spread over 2 days), 49 of
+    # them beyond the 50 kept; of 100, 50
+    assert plan(_health(snapshots=99, oldest_ms=old), policy, NOW).expiry is None
+    due = plan(_health(snapshots=100, oldest_ms=old), policy, NOW)
     assert due.expiry is not None and due.expiry.retain_last == 50
+    # a long history: a tenth of those kept when that is more than keep_snapshots (1,700 snapshots
+    # over 17/16 of a day: 100 past it, 1,600 kept, less than 160; over 5/4: 340 past, 1,360 kept)
+    assert plan(_health(snapshots=1700, oldest_ms=NOW - DAY - DAY // 16), policy, NOW).expiry is None
+    assert plan(_health(snapshots=1700, oldest_ms=NOW - DAY - DAY // 4), policy, NOW).expiry is not None
     assert due.expiry.older_than_ms == NOW - DAY
     deep = {"d1": MarkAt(7, 0, NOW), "d2": MarkAt(8, 120, old)}
     due = plan(_health(snapshots=200, oldest_ms=old, marks=deep), policy, NOW)

@@ -14,8 +14,10 @@ as Iceberg's Spark procedures (:mod:`.actions`), in this order:
                                 delete rewritten (deletion vectors folded).
 ``rewrite_position_delete_files``  after that rewrite on a format-version 2 table.
 ``rewrite_manifests``           more than ``max_manifests`` manifests in the current snapshot.
-``expire_snapshots``            more than the snapshots kept, the oldest past ``snapshot_age`` by a
-                                tenth of it (so expiry runs in batches, not every run).
+``expire_snapshots``            at least ``keep_snapshots`` (or a tenth of those kept, if more)
+                                snapshots past ``snapshot_age`` beyond those kept (estimated from
+                                the count and the oldest's age): expiry runs in batches, its cost
+                                (a scan of what the kept snapshots reach) shared by that many runs.
 ``remove_orphan_files``         every ``orphan_interval``, files older than ``orphan_age``.
 ==============================  ====================================================================
 

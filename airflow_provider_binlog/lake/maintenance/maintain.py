@@ -35,6 +35,14 @@ def _protected(health: Health) -> set[str]:
     return {name for name in health.refs if name.startswith(PROTECTED_REF_PREFIX)}
 
 
+def _timed(action: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """``action(*args)``'s counts with its wall time (``seconds``)."""
+    started = time.monotonic()
+    found = action(*args)
+    found["seconds"] = round(time.monotonic() - started, 3)
+    return found
+
+
 def maintain_table(
     spark: SparkSession,
     name: str,
@@ -65,24 +73,26 @@ def maintain_table(
         out["reasons"] = due.reasons
     attempts = policy.attempts
     if due.compact:
-        out["rewrite_data_files"] = actions.rewrite_data_files(spark, ref, before.sorted, attempts)
+        out["rewrite_data_files"] = _timed(actions.rewrite_data_files, spark, ref, before.sorted, attempts)
         ran.append("rewrite_data_files")
     if due.rewrite_deletes:
-        out["rewrite_position_delete_files"] = actions.rewrite_position_delete_files(spark, ref, attempts)
+        out["rewrite_position_delete_files"] = _timed(
+            actions.rewrite_position_delete_files, spark, ref, attempts
+        )
         ran.append("rewrite_position_delete_files")
     if due.rewrite_manifests and due.compact:  # the rewrite wrote few manifests: still due?
         due = dataclasses.replace(
             due, rewrite_manifests=read_health(spark, table).manifests > policy.max_manifests
         )
     if due.rewrite_manifests:
-        out["rewrite_manifests"] = actions.rewrite_manifests(spark, ref, attempts)
+        out["rewrite_manifests"] = _timed(actions.rewrite_manifests, spark, ref, attempts)
         ran.append("rewrite_manifests")
     if due.expiry is not None:
         pre = read_health(spark, table) if due.compact or due.rewrite_manifests else before
         expiry = due.expiry
         for mark in pre.marks.values():  # the rewrites' own snapshots moved the marks deeper
             expiry = type(expiry)(expiry.older_than_ms, max(expiry.retain_last, mark.depth + 1))
-        result = actions.expire_snapshots(spark, ref, expiry, attempts)
+        result = _timed(actions.expire_snapshots, spark, ref, expiry, attempts)
         post = read_health(spark, table)
         result["snapshots_expired"] = max(0, pre.snapshots - post.snapshots)
         result["retain_last"] = expiry.retain_last
@@ -91,7 +101,7 @@ def maintain_table(
     if due.orphans_older_than_ms is not None:
         # never younger than orphan_age by the clock, whatever now_ms says
         older = min(due.orphans_older_than_ms, int((time.time() - policy.orphan_age) * 1000))
-        out["remove_orphan_files"] = actions.remove_orphan_files(spark, ref, older, attempts)
+        out["remove_orphan_files"] = _timed(actions.remove_orphan_files, spark, ref, older, attempts)
         bounded.set_properties(spark, ref.quoted, {ORPHANS_CHECKED: str(now)})
         ran.append("remove_orphan_files")
     if ran:
