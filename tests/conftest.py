@@ -13,6 +13,7 @@ Fixtures
 ``postgres``            PostgreSQL 15 (an Iceberg JDBC catalog's database), role ``postgres.user``;
                         ``catalog_database`` a fresh database on it (dropped afterwards).
 ``airflow_home``        a private ``AIRFLOW_HOME`` (sqlite), ``airflow db migrate`` once per session
+                        (``airflow_migrated_db``: its database as migrated, before any test's runs)
                         (shared by ``tests/airflow`` and ``tests/faults``).
 
 Servers start on first use, so a run that needs none starts none.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,4 +147,12 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [airflow, "db", "migrate"], env=env, capture_output=True, text=True, check=False, timeout=300
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the database as migrated, before any test's runs: what a new deployment starts from
+    shutil.copyfile(home / "airflow.db", home / "airflow.migrated.db")
     return home
+
+
+@pytest.fixture(scope="session")
+def airflow_migrated_db(airflow_home: Path) -> Path:
+    """``airflow_home``'s database as migrated, before any test's runs (a new deployment's start)."""
+    return airflow_home / "airflow.migrated.db"

@@ -75,7 +75,7 @@ def shard_servers(mariadb: MariaDbServer) -> Iterator[list[MariaDbServer]]:
 @pytest.fixture(scope="module", params=MODES)
 def deployed(
     request: pytest.FixtureRequest,
-    airflow_home: Path,
+    airflow_migrated_db: Path,
     mariadb: MariaDbServer,
     shard_servers: list[MariaDbServer],
     zookeeper: ZooKeeperServer,
@@ -104,7 +104,7 @@ def deployed(
         env["BINLOG_CDC_START_FROM"] = shop.start_from
     else:
         env["BINLOG_CDC_SNAPSHOT"] = mode
-    dep = AirflowDeployment.create(home, airflow_home / "airflow.db", env)
+    dep = AirflowDeployment.create(home, airflow_migrated_db, env)  # no earlier test's runs
     try:
         dep.start()
         dep.wait_parsed([INCREMENTAL, CONSUMER, BACKFILL, SHARDS])
