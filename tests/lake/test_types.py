@@ -140,10 +140,19 @@ def test_partition_fields_are_quoted() -> None:
 
 def test_new_table_properties_defaults_and_overrides() -> None:
     mor = {f"write.{k}.mode": "merge-on-read" for k in ("merge", "update", "delete")}
-    assert new_table_properties("merge-on-read", None) == {"format-version": "3", **mor}
-    assert new_table_properties(None, None) == {"format-version": "3"}
+    # bounded metadata by default (lake/maintenance: old metadata versions deleted after commit)
+    bounded = {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "20",
+    }
+    assert new_table_properties("merge-on-read", None) == {"format-version": "3", **bounded, **mor}
+    assert new_table_properties(None, None) == {"format-version": "3", **bounded}
     # what earlier versions created
-    assert new_table_properties("merge-on-read", {"format-version": "2"}) == {"format-version": "2", **mor}
+    assert new_table_properties("merge-on-read", {"format-version": "2"}) == {
+        "format-version": "2",
+        **bounded,
+        **mor,
+    }
     own = new_table_properties("copy-on-write", {"write.delete.mode": "merge-on-read", "x": "y"})
     assert own["write.merge.mode"] == "copy-on-write" and own["write.delete.mode"] == "merge-on-read"
     assert own["x"] == "y"
