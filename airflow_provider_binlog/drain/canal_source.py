@@ -206,7 +206,7 @@ class CanalDrain:
     def _maintain(self, loop: ChunkLoop, summary: dict[str, Any]) -> None:
         """Maintain the tables the run committed to (the run is committed and acked: a failure is
         reported, never raised); the summary's ``maintenance``."""
-        merger = loop.merger
+        merger: Any = loop.merger
         tables = [t for t, counts in loop.totals.items() if counts.get("commits")]
         if self.maintenance is None or merger is None or not tables:
             return
