@@ -50,6 +50,7 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.maintenance import MaintenancePolicy, maintain_table
 from airflow_provider_binlog.lake.maintenance.health import read_health
+from airflow_provider_binlog.lake.maintenance.policy import DELETE_AFTER_COMMIT
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.session import create_session
 
@@ -138,7 +139,8 @@ class Table:
     def __init__(self, spark: Any, name: str, policy: MaintenancePolicy | None, seed: int) -> None:
         self.spark, self.name, self.policy = spark, name, policy
         self.source = Source(seed)
-        props = {} if policy is not None else {"write.metadata.delete-after-commit.enabled": "false"}
+        # the policy's bounded metadata from the table's creation on (a --policy metadata_versions too)
+        props = policy.bounded_properties() if policy is not None else {DELETE_AFTER_COMMIT: "false"}
         self.options = TargetOptions(count_changes=False, table_properties=props)
         self.seconds: list[float] = []
         self.cpu: list[float] = []  # CPU seconds of each run (driver + JVM)
