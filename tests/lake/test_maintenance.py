@@ -222,7 +222,7 @@ def test_existing_tables_brought_under_bounded_metadata_once(spark: Any) -> None
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.maint")
     spark.sql(f"CREATE TABLE {target} (id bigint, n int, v string) USING iceberg")
     owned = _target()
-    spark.sql(f"CREATE TABLE {owned} (id bigint) USING iceberg TBLPROPERTIES ('{PREVIOUS_VERSIONS_MAX}'='5')")
+    spark.sql(f"CREATE TABLE {owned} (id bigint) USING iceberg TBLPROPERTIES ('{PREVIOUS_VERSIONS_MAX}'='7')")
     lines: list[str] = []
     tables = {name: dict(commits.load_iceberg_table(spark, name).properties()) for name in (target, owned)}
     policy = MaintenancePolicy()
@@ -230,15 +230,15 @@ def test_existing_tables_brought_under_bounded_metadata_once(spark: Any) -> None
         target
     ]
     props = dict(commits.load_iceberg_table(spark, target).properties())
-    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "20"
-    assert dict(commits.load_iceberg_table(spark, owned).properties())[PREVIOUS_VERSIONS_MAX] == "5"
+    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "5"
+    assert dict(commits.load_iceberg_table(spark, owned).properties())[PREVIOUS_VERSIONS_MAX] == "7"
     assert len(lines) == 1 and "bounded metadata" in lines[0]
     again = {target: props}
     assert bring_under(spark, again, policy, lambda _, x: lines.append(x)) == [] and len(lines) == 1
     # a table the merger creates has them from the start
     created, _ = _loaded(spark, runs=1)
     props = dict(commits.load_iceberg_table(spark, created).properties())
-    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "20"
+    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "5"
 
 
 def _metadata(spark: Any, target: str) -> tuple[int, int, int]:
@@ -267,10 +267,10 @@ def test_the_default_policy_bounds_history_over_hundreds_of_runs(spark: Any) -> 
             if run % 20 == 19:
                 found = _metadata(spark, target)
                 peak = (max(peak[0], found[0]), max(peak[1], found[1]), max(peak[2], found[2]))
-    assert peak[2] <= 21  # 20 previous versions and the current one
+    assert peak[2] <= 6  # 5 previous versions and the current one
     assert most <= 50 + 50 + 1  # kept, the expiry's batch (keep_snapshots), the run's own commit
     # the folder follows the snapshots kept: their manifest lists and the manifests they share
-    assert peak[0] <= 21 + 15 * most and peak[1] < 8 * 1024 * 1024, peak
+    assert peak[0] <= 6 + 15 * most and peak[1] < 8 * 1024 * 1024, peak
     assert lake_rows(spark, target) == src.rows
 
 
