@@ -28,8 +28,17 @@ Printed per table: mean wall time of a run over the first and last 100 (maintena
 (the baseline measured in the same run), the metadata folder's files and bytes, data and delete
 files, snapshots, and whether the lake equals the source model row for row.
 
-    .venv/bin/python bench/soak.py              # 10,000 runs of 60 changes (hours)
-    .venv/bin/python bench/soak.py --short      # 200 runs
+Also printed: each run's CPU seconds (user + system of this process and the Spark JVM, from
+``/proc``) beside its wall time: on a shared machine the wall time follows the others' load, and the
+question "does a run's cost grow with the history" is better answered in CPU.
+
+    .venv/bin/python bench/soak.py --tables policy   # 10,000 runs of 60 changes (hours)
+    .venv/bin/python bench/soak.py --runs 600        # both tables, two days at */5
+    .venv/bin/python bench/soak.py --short           # 200 runs
+
+The ``off`` table's metadata grows with the square of its runs (every ``metadata.json`` kept, each
+listing every snapshot: 507 MB at 600 runs), so 10,000 runs of it would need ~140 GB: run it to a
+few hundred runs only.
 """
 
 from __future__ import annotations
