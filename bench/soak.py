@@ -28,13 +28,23 @@ Printed per table: mean wall time of a run over the first and last 100 (maintena
 (the baseline measured in the same run), the metadata folder's files and bytes, data and delete
 files, snapshots, and whether the lake equals the source model row for row.
 
-    .venv/bin/python bench/soak.py              # 10,000 runs of 60 changes (hours)
-    .venv/bin/python bench/soak.py --short      # 200 runs
+Also printed: each run's CPU seconds (user + system of this process and the Spark JVM, from
+``/proc``) beside its wall time: on a shared machine the wall time follows the others' load, and the
+question "does a run's cost grow with the history" is better answered in CPU.
+
+    .venv/bin/python bench/soak.py --tables policy   # 10,000 runs of 60 changes (hours)
+    .venv/bin/python bench/soak.py --runs 600        # both tables, two days at */5
+    .venv/bin/python bench/soak.py --short           # 200 runs
+
+The ``off`` table's metadata grows with the square of its runs (every ``metadata.json`` kept, each
+listing every snapshot: 507 MB at 600 runs), so 10,000 runs of it would need ~140 GB: run it to a
+few hundred runs only.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import tempfile
@@ -49,6 +59,7 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.maintenance import MaintenancePolicy, maintain_table
 from airflow_provider_binlog.lake.maintenance.health import read_health
+from airflow_provider_binlog.lake.maintenance.policy import DELETE_AFTER_COMMIT
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.session import create_session
 
@@ -64,6 +75,23 @@ SCHEMA = TableSchema(
     ("id",),
 )
 DESTINATION = "soak"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+class Cpu:
+    """CPU seconds (user + system) of this process and of the Spark JVM, from ``/proc/<pid>/stat``:
+    on a shared machine a run's wall time follows the others' load, its CPU time much less."""
+
+    def __init__(self, spark: Any) -> None:
+        self.pids = (os.getpid(), int(spark._jvm.java.lang.ProcessHandle.current().pid()))
+
+    def __call__(self) -> float:
+        total = 0
+        for pid in self.pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        return total / TICK
 
 
 class Source:
@@ -120,15 +148,18 @@ class Table:
     def __init__(self, spark: Any, name: str, policy: MaintenancePolicy | None, seed: int) -> None:
         self.spark, self.name, self.policy = spark, name, policy
         self.source = Source(seed)
-        props = {} if policy is not None else {"write.metadata.delete-after-commit.enabled": "false"}
+        # the policy's bounded metadata from the table's creation on (a --policy metadata_versions too)
+        props = policy.bounded_properties() if policy is not None else {DELETE_AFTER_COMMIT: "false"}
         self.options = TargetOptions(count_changes=False, table_properties=props)
         self.seconds: list[float] = []
+        self.cpu: list[float] = []  # CPU seconds of each run (driver + JVM)
         self.maintenance: list[float] = []  # of each run's seconds, the maintenance's
         self.phases: list[tuple[float, float, float]] = []  # marks read, merge + commit, maintenance
         self.maintained: dict[str, int] = {}
         self.action_seconds: dict[str, float] = {}
 
-    def run(self, changes: list[RowChange], policy: MaintenancePolicy | None) -> None:
+    def run(self, changes: list[RowChange], policy: MaintenancePolicy | None, cpu: Cpu) -> None:
+        c0 = cpu()
         t0 = time.perf_counter()
         with ChangeMerger(self.spark, DESTINATION, {"bench.soak": self.name}, self.options) as merger:
             merger.load_marks()  # the table loaded, its mark read (as a run's start does)
@@ -142,6 +173,7 @@ class Table:
                 seconds = float((done.get(action) or {}).get("seconds") or 0.0)
                 self.action_seconds[action] = self.action_seconds.get(action, 0.0) + seconds
         t2 = time.perf_counter()
+        self.cpu.append(cpu() - c0)
         self.seconds.append(t2 - t0)
         self.maintenance.append(t2 - t1)
         self.phases.append((tm - t0, t1 - tm, t2 - t1))
@@ -185,17 +217,30 @@ def main() -> None:
     ap.add_argument("--short", action="store_true", help="200 runs")
     ap.add_argument("--schedule", type=float, default=300.0, help="scheduled seconds between runs")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument(
+        "--policy", default="", help="fields of the light policy changed (keep_snapshots=100,...)"
+    )
+    ap.add_argument("--tables", default="policy,off", help="which tables: policy, off or both")
     args = ap.parse_args()
     runs = 200 if args.short else args.runs
     warehouse = tempfile.mkdtemp(prefix="binlog-cdc-soak-")
     spark = create_session("binlog-cdc-soak", master=args.master, warehouse=warehouse)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.soak")
-    default = MaintenancePolicy.light()
-    tables = [Table(spark, "lake.soak.policy", default, 1), Table(spark, "lake.soak.off", None, 1)]
+    # the light policy (orphans left to the maintenance task), with the fields --policy names changed
+    default = MaintenancePolicy.parse(",".join(("orphan_interval=none", args.policy)))
+    wanted = set(args.tables.split(","))
+    tables = [
+        t
+        for t in (Table(spark, "lake.soak.policy", default, 1), Table(spark, "lake.soak.off", None, 1))
+        if t.name.rsplit(".", 1)[1] in wanted
+    ]
+    cpu = Cpu(spark)
     for table in tables:  # the initial load: one run of --rows inserts
-        table.run(table.source.changes(args.rows, inserts_only=True), None)
+        table.run(table.source.changes(args.rows, inserts_only=True), None, cpu)
         table.seconds.clear()
+        table.cpu.clear()
         table.maintenance.clear()
+        table.phases.clear()
     print(
         f"# {runs} runs of {args.changes} changes on {args.rows} rows, master {args.master}, "
         f"schedule {args.schedule:.0f} s (snapshot_age {default.snapshot_age:.0f} s = "
@@ -211,12 +256,21 @@ def main() -> None:
             if policy is not None and r >= age_runs:  # the policy's age in scheduled time
                 now = time.time()
                 policy = policy.replace(snapshot_age=now - starts[r - age_runs])
-            table.run(table.source.changes(args.changes), policy)
+            table.run(table.source.changes(args.changes), policy, cpu)
         if (r + 1) % 100 == 0:
-            line = ", ".join(f"{t.name} {statistics.fmean(t.seconds[-100:]):.3f} s" for t in tables)
-            print(f"  run {r + 1}: last 100 mean {line} ({time.perf_counter() - started:.0f} s)", flush=True)
+            line = ", ".join(
+                f"{t.name} {statistics.fmean(t.seconds[-100:]):.3f} s ({statistics.fmean(t.cpu[-100:]):.3f} "
+                f"s CPU)"
+                for t in tables
+            )
+            took = time.perf_counter() - started
+            print(
+                f"  run {r + 1}: last 100 mean {line} ({took:.0f} s, load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     header = (
-        f"{'table':<17} {'first100 s':>10} {'last100 s':>9} {'ratio':>6} {'count s':>8} {'lookup s':>8} "
+        f"{'table':<17} {'first100 s':>10} {'last100 s':>9} {'ratio':>6} "
+        f"{'CPU first':>9} {'CPU last':>8} {'ratio':>6} {'count s':>8} {'lookup s':>8} "
         f"{'count* s':>8} {'lookup* s':>9} {'meta files':>10} {'meta MB':>8} {'data':>5} {'deletes':>7} "
         f"{'data*':>5} {'snaps':>6} {'maint s':>7}  lake==source  maintenance"
     )
@@ -237,13 +291,16 @@ def main() -> None:
         count_c, lookup_c = _scans(spark, compacted)
         data_c = read_health(spark, load_iceberg_table(spark, copy)).data_files
         ratio = last / first
+        cpu_first, cpu_last = statistics.fmean(table.cpu[:100]), statistics.fmean(table.cpu[-100:])
         print(
-            f"{table.name:<17} {first:>10.3f} {last:>9.3f} {ratio:>6.2f} {count_s:>8.3f} {lookup_s:>8.3f} "
+            f"{table.name:<17} {first:>10.3f} {last:>9.3f} {ratio:>6.2f} {cpu_first:>9.3f} {cpu_last:>8.3f} "
+            f"{cpu_last / cpu_first:>6.2f} {count_s:>8.3f} {lookup_s:>8.3f} "
             f"{count_c:>8.3f} {lookup_c:>9.3f} {files:>10} {size / 2**20:>8.2f} {health.data_files:>5} "
             f"{health.delete_files:>7} {data_c:>5} {health.snapshots:>6} {sum(table.maintenance):>7.1f}  "
             f"{equal!s:<12}  {table.maintained}"
         )
-    print("(* a compacted copy of the same rows, measured in this run: the baseline; maint s: the")
+    print("(CPU: seconds of CPU per run, user + system, this process and the Spark JVM together;")
+    print(" * a compacted copy of the same rows, measured in this run: the baseline; maint s: the")
     print(" maintenance's seconds in all runs, included in the runs' wall times)")
     print("mean seconds per run of each phase, first 100 -> last 100: marks read (table loaded), merge")
     print("(staging, MERGE, commit, tag), maintenance (health read and the actions due); then the")

@@ -151,6 +151,10 @@ class CanalDrain:
         names only; glob-routed targets are found as their changes come).
     :param idle_wait: see :class:`CanalServerConsumer`.
     :param report: ``report(level, line)``.
+    :param maintenance: a :class:`~..lake.maintenance.MaintenancePolicy` (``None``: none), as the
+        binlog run's: at the start the tables without bounded metadata get it, at the end the tables
+        the run committed to are maintained (the summary's ``maintenance``; a failure there is a
+        warning: the run's batches are committed and acked).
     """
 
     def __init__(
@@ -165,6 +169,7 @@ class CanalDrain:
         connect: Callable[[], Any] | None = None,
         idle_wait: float = 2.0,
         report: Report = _log_report,
+        maintenance: Any = None,
     ) -> None:
         self.client = client
         self.routes = routes
@@ -175,6 +180,7 @@ class CanalDrain:
         self.connect = connect
         self.idle_wait = idle_wait
         self.report = report
+        self.maintenance = maintenance
         self.destination = client.destination
 
     def _make_merger(self) -> Any:
@@ -189,8 +195,31 @@ class CanalDrain:
             max_rows=self.limits.max_rows_per_commit + self.limits.batch_size + 1,
             on_schema_change=self.on_schema_change,
         )  # fmt: skip
-        check_merger(merger, merger.load_marks())  # as the binlog source's start (drain/run.py)
+        properties = merger.load_marks()
+        check_merger(merger, properties)  # as the binlog source's start (drain/run.py)
+        if self.maintenance is not None:  # tables without bounded metadata get it (logged once)
+            from airflow_provider_binlog.lake.maintenance.bounded import bring_under
+
+            bring_under(spark, properties, self.maintenance, self.report, merger.display, merger.runner.map)
         return merger
+
+    def _maintain(self, loop: ChunkLoop, summary: dict[str, Any]) -> None:
+        """Maintain the tables the run committed to (the run is committed and acked: a failure is
+        reported, never raised); the summary's ``maintenance``."""
+        merger: Any = loop.merger
+        tables = [t for t, counts in loop.totals.items() if counts.get("commits")]
+        if self.maintenance is None or merger is None or not tables:
+            return
+        from airflow_provider_binlog.lake.maintenance import maintain
+
+        try:
+            summary["maintenance"] = maintain(merger.spark, tables, self.maintenance, report=self.report)
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: maintenance of {tables} after the run failed (the run's "
+                f"changes are committed): {type(exc).__name__}: {exc}",
+            )
 
     def run(self) -> dict[str, Any]:
         """Connect (rollback + subscribe), drain until caught up, return the summary."""
@@ -219,8 +248,9 @@ class CanalDrain:
             }
             self.report(logging.INFO, f"destination {self.destination}: done from the canal server, "
                         f"{loop.changes} changes in {loop.batches} batches")  # fmt: skip
-            return summary
         finally:
             # the server has given back what this run left unacked before the run's hold is let go
             self.client.close_and_wait()
             committer.shutdown(wait=True)
+        self._maintain(loop, summary)  # every batch acked, the connection closed
+        return summary

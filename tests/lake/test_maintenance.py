@@ -222,7 +222,7 @@ def test_existing_tables_brought_under_bounded_metadata_once(spark: Any) -> None
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.maint")
     spark.sql(f"CREATE TABLE {target} (id bigint, n int, v string) USING iceberg")
     owned = _target()
-    spark.sql(f"CREATE TABLE {owned} (id bigint) USING iceberg TBLPROPERTIES ('{PREVIOUS_VERSIONS_MAX}'='5')")
+    spark.sql(f"CREATE TABLE {owned} (id bigint) USING iceberg TBLPROPERTIES ('{PREVIOUS_VERSIONS_MAX}'='7')")
     lines: list[str] = []
     tables = {name: dict(commits.load_iceberg_table(spark, name).properties()) for name in (target, owned)}
     policy = MaintenancePolicy()
@@ -230,15 +230,15 @@ def test_existing_tables_brought_under_bounded_metadata_once(spark: Any) -> None
         target
     ]
     props = dict(commits.load_iceberg_table(spark, target).properties())
-    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "20"
-    assert dict(commits.load_iceberg_table(spark, owned).properties())[PREVIOUS_VERSIONS_MAX] == "5"
+    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "5"
+    assert dict(commits.load_iceberg_table(spark, owned).properties())[PREVIOUS_VERSIONS_MAX] == "7"
     assert len(lines) == 1 and "bounded metadata" in lines[0]
     again = {target: props}
     assert bring_under(spark, again, policy, lambda _, x: lines.append(x)) == [] and len(lines) == 1
     # a table the merger creates has them from the start
     created, _ = _loaded(spark, runs=1)
     props = dict(commits.load_iceberg_table(spark, created).properties())
-    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "20"
+    assert props[DELETE_AFTER_COMMIT] == "true" and props[PREVIOUS_VERSIONS_MAX] == "5"
 
 
 def _metadata(spark: Any, target: str) -> tuple[int, int, int]:
@@ -267,10 +267,10 @@ def test_the_default_policy_bounds_history_over_hundreds_of_runs(spark: Any) -> 
             if run % 20 == 19:
                 found = _metadata(spark, target)
                 peak = (max(peak[0], found[0]), max(peak[1], found[1]), max(peak[2], found[2]))
-    assert peak[2] <= 21  # 20 previous versions and the current one
+    assert peak[2] <= 6  # 5 previous versions and the current one
     assert most <= 50 + 50 + 1  # kept, the expiry's batch (keep_snapshots), the run's own commit
     # the folder follows the snapshots kept: their manifest lists and the manifests they share
-    assert peak[0] <= 21 + 15 * most and peak[1] < 8 * 1024 * 1024, peak
+    assert peak[0] <= 6 + 15 * most and peak[1] < 8 * 1024 * 1024, peak
     assert lake_rows(spark, target) == src.rows
 
 
@@ -335,3 +335,20 @@ def test_a_compaction_committed_inside_a_loads_commit_is_retried_over(
     assert lake_rows(spark, target) == src.rows
     mark = commits.read_mark(spark, target, "d1")
     assert mark is not None and mark.order_key[1] == src.pos
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Iceberg 1.10.2's driver-side Table.expireSnapshots() deletes deletion vector Puffin files the "
+    "current snapshot still references (also on a table only Spark's own MERGE wrote); maintenance uses "
+    "the expire_snapshots procedure, which keeps them (docs/soak-2026-12-02.md)",
+)
+def test_another_tools_driver_side_expiry_keeps_the_live_deletion_vectors(spark: Any) -> None:
+    target, src = _loaded(spark, runs=12, changes=10, seed=3)
+    live = {r["file_path"] for r in spark.sql(f"SELECT file_path FROM {target}.delete_files").collect()}
+    table = commits.load_iceberg_table(spark, target)
+    expiry = table.expireSnapshots().expireOlderThan(int(time.time() * 1000) + DAY_MS).retainLast(3)
+    expiry.cleanExpiredFiles(True).commit()
+    gone = sorted(p for p in live if not Path(p.removeprefix("file:")).exists())
+    assert not gone, gone
+    assert lake_rows(spark, target) == src.rows

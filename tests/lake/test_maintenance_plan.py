@@ -69,7 +69,7 @@ def test_manifests() -> None:
 
 
 def test_expiry_by_age_count_and_marks() -> None:
-    policy = MaintenancePolicy()  # a day, 50 kept
+    policy = MaintenancePolicy(snapshot_age=DAY / 1000)  # a day, 50 kept
     old = NOW - 2 * DAY
     assert plan(_health(snapshots=300, oldest_ms=NOW - DAY), policy, NOW).expiry is None  # young enough
     # in batches of keep_snapshots: half of 99 are past the day (evenly spread over 2 days), 49 of
@@ -124,6 +124,6 @@ def test_policy_checks_and_text_form() -> None:
         MaintenancePolicy.parse("keep=3")
     assert MaintenancePolicy().bounded_properties() == {
         "write.metadata.delete-after-commit.enabled": "true",
-        "write.metadata.previous-versions-max": "20",
+        "write.metadata.previous-versions-max": "5",
     }
     assert MaintenancePolicy.off().bounded_properties() == {}

@@ -143,7 +143,7 @@ def test_new_table_properties_defaults_and_overrides() -> None:
     # bounded metadata by default (lake/maintenance: old metadata versions deleted after commit)
     bounded = {
         "write.metadata.delete-after-commit.enabled": "true",
-        "write.metadata.previous-versions-max": "20",
+        "write.metadata.previous-versions-max": "5",
     }
     assert new_table_properties("merge-on-read", None) == {"format-version": "3", **bounded, **mor}
     assert new_table_properties(None, None) == {"format-version": "3", **bounded}

@@ -26,17 +26,27 @@ says per table what ran and why, files rewritten and added, bytes, snapshots exp
 
 **The default policy** (:class:`MaintenancePolicy`):
 
-* ``metadata_versions=20``: tables the product creates get
-  ``write.metadata.delete-after-commit.enabled=true`` and ``write.metadata.previous-versions-max=20``;
+* ``metadata_versions=5``: tables the product creates get
+  ``write.metadata.delete-after-commit.enabled=true`` and ``write.metadata.previous-versions-max=5``;
   an existing table without either gets them at its next load run (logged once; a value its owner
-  set is kept, :mod:`.bounded`). Measured before: 400 runs left 403 metadata files, 148 MB.
-* ``snapshot_age=1 day``, ``keep_snapshots=50``: a snapshot younger than a day is never expired
-  (a day's interval reruns and time travel, a load that planned on an older snapshot), nor one of
-  the newest 50, nor each destination's newest marked snapshot (``retain_last`` reaches back to
-  it), nor a tagged one (Iceberg keeps tags; the destinations' mark tags ``binlog-cdc-mark-<d>``
-  are never removed or moved, and a ``binlog-cdc-`` ref with a maximum age stops expiry on its table).
-  Iceberg's own default age is 5 days, but a table at ``*/5`` keeps 1,440 snapshots then, about
-  1.8 MB in every ``metadata.json``: a day is about 290 snapshots, a few MB of metadata in all.
+  set is kept, :mod:`.bounded`, so tables created with 20 before keep 20). Measured before: 400 runs
+  left 403 metadata files, 148 MB. Nothing reads an earlier ``metadata.json`` (marks, tags, time
+  travel and rollback are snapshots, kept in the current one), and each holds every kept snapshot
+  (~1.5 KB each: 460 KB at a day of ``*/5``), so 20 of them were 9 of a day's 20 MB
+  (``docs/soak-2026-12-02.md``); 5 are 2.3 MB.
+* ``snapshot_age=6 hours``, ``keep_snapshots=50``: a snapshot younger than 6 hours is never expired
+  (time travel and a consumer reading ``VERSION AS OF`` the run's ``snapshot_id`` within that, a
+  load that planned on an older snapshot), nor one of the newest 50, nor each destination's newest
+  marked snapshot (``retain_last`` reaches back to it), nor a tagged one (Iceberg keeps tags; the
+  destinations' mark tags ``binlog-cdc-mark-<d>`` are never removed or moved, and a ``binlog-cdc-``
+  ref with a maximum age stops expiry on its table). Interval reruns need no old snapshot (the
+  marks, tagged, make a replay a no-op). Iceberg's own default age is 5 days (1,440 snapshots at
+  ``*/5``, about 1.8 MB in every ``metadata.json``). A day (290 snapshots at ``*/5``) was the
+  default before: its metadata folder reached 20.4 MB (4.4 manifests of 8 KB and a 5 KB manifest
+  list a kept snapshot, ``metadata.json`` 466 KB) and each expiry, whose cost follows the kept
+  history (it reads every manifest the kept snapshots reach), 7.7-32 s, 0.15-0.5 s a run in
+  batches of 50; at 6 hours (72-122 snapshots) 6.8 MB and 3-11 s an expiry
+  (``docs/soak-2026-12-02.md``). Longer time travel: a larger ``snapshot_age`` or a tag.
 * ``max_small_files=16``, ``max_delete_files=16``, ``max_delete_ratio=0.1`` (from 1,000 deleted
   rows): a table loaded every 5 minutes gets a data file and deletion vectors per run; compacting
   after about 16 keeps a scan near a compacted table's (400 runs uncompacted: ``count(*)`` 3.45 s

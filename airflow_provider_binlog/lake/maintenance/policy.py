@@ -48,8 +48,8 @@ class MaintenancePolicy:
     :param attempts: runs of an action that conflicts with another writer (a load's commit).
     """
 
-    metadata_versions: int | None = 20
-    snapshot_age: float = DAY
+    metadata_versions: int | None = 5
+    snapshot_age: float = 6 * HOUR
     keep_snapshots: int = 50
     expire: bool = True
     compact: bool = True
