@@ -487,8 +487,11 @@ class Drain:
         (:mod:`..lake.read_point`); the summary's ``read_point``. The run is committed and acked: a
         failure is reported, never raised."""
         merger: Any = loop.merger
+        if merger is None and self.starting is not None and self.starting.exception() is None:
+            merger = self.starting.result()  # a run without changes: the tables are tagged at its end too
         cursor = self.instance.cursor
-        end = cursor.binlog_position if cursor is not None else None
+        # exclusive: past the last batch's COMMIT (a cursor is that COMMIT's start, already taken)
+        end = loop.last_end or (cursor.binlog_position if cursor is not None else None)
         if merger is None or end is None:
             return
         from airflow_provider_binlog.lake.read_point import move_read_point
@@ -509,6 +512,11 @@ class Drain:
                 logging.INFO,
                 f"destination {self.destination}: read point {found['point_tag']} (and {found['tag']}) on "
                 f"{len(found['tables'])} table(s)",
+            )
+        elif found.get("unchanged"):
+            self.report(
+                logging.INFO,
+                f"destination {self.destination}: every table is at read point {found['point_tag']} still",
             )
         elif not found.get("off"):
             self.report(

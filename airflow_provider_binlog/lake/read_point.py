@@ -24,6 +24,11 @@ source as it was at that position. The snapshot a table gets:
   before the start is in the table (the cursor moves only after the lake holds it);
 * a table that does not exist yet (no change was ever routed to it): left out (``missing``).
 
+``P`` is exclusive (every event before it is in: the end of the run's last ``COMMIT``, as each
+table's last commit records it in ``binlog-cdc.end-position``). A run after which every table is at
+the snapshot of the newest read point (no changes, or none routed) tags nothing: that point stays
+the newest.
+
 The read point does not move at all (the earlier ones stay, the run's summary says why) when a
 table cannot be at ``P``: its mark is at or past ``P`` (a rerun of an earlier range, the tables
 hold later changes), its tag diverged (rolled back), or it holds rows but no mark of ``D``.
@@ -204,8 +209,15 @@ def move_read_point(
 ) -> dict[str, Any]:
     """Tag every table of ``destination`` at the run's end ``end`` (see the module docstring);
     return what was done (the run summary's ``read_point``): ``tag``, ``point_tag``, ``position``,
-    ``tables`` (table -> snapshot id, a string), ``missing``, ``moved``, and when not moved its
-    ``reason`` (``blocked``: a table cannot be at ``end``; ``off``: ``keep`` is 0). Nothing is changed unless every existing table can be at ``end``.
+    ``tables`` (table -> snapshot id, a string: the read point the lake is at after the run),
+    ``missing``, ``moved``; ``unchanged`` when every table is at the snapshot of the newest read point
+    already (nothing tagged: that point stays the newest, ``position`` and ``point_tag`` name it);
+    when there is no read point its ``reason`` (``blocked``: a table cannot be at ``end``; ``off``:
+    ``keep`` is 0).
+
+    :param end: the run's end, exclusive: every event before it is in (the end position of the last
+        batch, which the last commits record as ``binlog-cdc.end-position``; the cursor of a run that
+        took none). Nothing is changed unless every existing table can be at ``end``.
 
     :param tables: the destination's lake tables (dotted or quoted names).
     :param keep: point tags kept per table (``None``: :func:`keep_default`; 0: do nothing).
@@ -250,12 +262,20 @@ def move_read_point(
         out["reason"] = "; ".join(blocked)
         out["blocked"] = True
         return out
-    for item in planned:
-        _tag(item.table, destination, end, item.snapshot, keep)
-    out["tables"] = {item.name: str(item.snapshot) for item in planned}
-    out["moved"] = bool(planned)
     if not planned:
         out["reason"] = "no lake table exists yet"
+        return out
+    held = [_points(item.table, destination)[0] for item in planned]
+    common = set.intersection(*(set(p) for p in held))
+    newest = max(common, key=BinlogPosition.sort_key) if common else None
+    if newest is not None and all(p[newest] == item.snapshot for p, item in zip(held, planned, strict=True)):
+        # the lake is as at the newest read point (a run that changed no table): it stays the newest
+        out.update(position=str(newest), point_tag=point_tag(destination, newest), unchanged=True)
+    else:
+        for item in planned:
+            _tag(item.table, destination, end, item.snapshot, keep)
+        out["moved"] = True
+    out["tables"] = {item.name: str(item.snapshot) for item in planned}
     return out
 
 
@@ -352,10 +372,14 @@ def read_point(
         position in (s.end, s.interval_end) for history in histories.values() for s in history
     )
     if not recorded:
+        ends = {p for found in points.values() for p in found}
+        ends |= {e for history in histories.values() for s in history for e in (s.end, s.interval_end) if e}
+        newest = [str(e) for e in sorted(ends, key=BinlogPosition.sort_key, reverse=True)[:5]]
         raise ReadPointError(
             f"destination {destination!r}: {position} is no recorded end of a run on these tables (no point "
             "tag, no interval or batch end there in the snapshots kept); ask for a position a run ended "
-            "at: its summary's `end`, or one of the point tags (SELECT name FROM <table>.refs)"
+            f"at: its summary's `end`, one of the point tags (SELECT name FROM <table>.refs), or one of "
+            f"the newest recorded ends {newest}"
         )
     snapshots: dict[str, int] = {}
     sources: dict[str, str] = {}

@@ -120,7 +120,7 @@ def committed_tables(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         extra["start"], extra["end"] = common["start"], common["end"]
         if table in snapshots:
             extra["snapshot_id"] = snapshots[table]
-        if point.get("moved") and table in (point.get("tables") or {}):
+        if table in (point.get("tables") or {}):
             extra["read_point"] = {"tag": point["point_tag"], "moving_tag": point["tag"], "position": point["position"]}
     return found
 
