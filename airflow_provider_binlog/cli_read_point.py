@@ -42,7 +42,11 @@ def register(subparsers: Any) -> None:
     )
     lake.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
     lake.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="more Spark configuration (repeatable)"
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more Spark configuration, repeatable",
     )
     p.set_defaults(func=run_read_point)
 

@@ -351,7 +351,9 @@ def read_point(
     if position is None:
         common = set.intersection(*(set(p) for p in points.values()))
         if not common:
-            held = {name: [str(p) for p in sorted(found, key=BinlogPosition.sort_key)] for name, found in points.items()}
+            held = {
+                n: [str(p) for p in sorted(found, key=BinlogPosition.sort_key)] for n, found in points.items()
+            }
             raise ReadPointError(
                 f"destination {destination!r}: no read point ({point_tag(destination, '<file>:<pos>')}) "
                 f"is on every table (point tags per table: {held}); a run of the destination's load "
@@ -429,10 +431,13 @@ def _history(table: Any, destination: str, max_depth: int) -> list[_Summary]:
         if summary.get(DESTINATION) == destination and summary.get(ORDER_KEY):
             found.append(
                 _Summary(
-                    int(snap.snapshotId()), _parsed(summary, POSITION), _parsed(summary, END_POSITION),
-                    _parsed(summary, INTERVAL_START), _parsed(summary, INTERVAL_END),
+                    int(snap.snapshotId()),
+                    _parsed(summary, POSITION),
+                    _parsed(summary, END_POSITION),
+                    _parsed(summary, INTERVAL_START),
+                    _parsed(summary, INTERVAL_END),
                     str(summary.get(ORDER_KEY)).split(":", 1)[0] == str(SNAPSHOT_FILE_NUMBER),
-                )  # fmt: skip
+                )
             )
         parent = snap.parentId()
         snap = table.snapshot(parent) if parent is not None else None

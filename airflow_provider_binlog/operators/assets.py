@@ -121,7 +121,9 @@ def committed_tables(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if table in snapshots:
             extra["snapshot_id"] = snapshots[table]
         if table in (point.get("tables") or {}):
-            extra["read_point"] = {"tag": point["point_tag"], "moving_tag": point["tag"], "position": point["position"]}
+            extra["read_point"] = {
+                "tag": point["point_tag"], "moving_tag": point["tag"], "position": point["position"],
+            }  # fmt: skip
     return found
 
 

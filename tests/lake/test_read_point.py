@@ -91,7 +91,8 @@ def setup(mariadb: Any, database: str, zk_client: Any, spark: Any, monkeypatch: 
         host=mariadb.host, port=mariadb.port, user=mariadb.repl_user, password=mariadb.repl_password,
         heartbeat_period=1.0,
     )  # fmt: skip
-    config = InstanceConfig(destination=destination, source=src, filter=TableFilter(include=f"{database}\\..*"))
+    only = TableFilter(include=f"{database}\\..*")
+    config = InstanceConfig(destination=destination, source=src, filter=only)
     meta = ZooKeeperMetaManager(zk_client)
     tables = {f"{database}.{t}": f"lake.{database}.{t}" for t in (*VERSIONED, "d")}
 
