@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -223,6 +224,7 @@ def move_read_point(
     :param keep: point tags kept per table (``None``: :func:`keep_default`; 0: do nothing).
     """
     keep = keep_default() if keep is None else keep
+    started = time.monotonic()
     out: dict[str, Any] = {
         "tag": read_tag(destination),
         "point_tag": point_tag(destination, end),
@@ -276,6 +278,7 @@ def move_read_point(
             _tag(item.table, destination, end, item.snapshot, keep)
         out["moved"] = True
     out["tables"] = {item.name: str(item.snapshot) for item in planned}
+    out["seconds"] = round(time.monotonic() - started, 3)
     return out
 
 
