@@ -511,7 +511,7 @@ class Drain:
             self.report(
                 logging.INFO,
                 f"destination {self.destination}: read point {found['point_tag']} (and {found['tag']}) on "
-                f"{len(found['tables'])} table(s)",
+                f"{len(found['tables'])} table(s), {found['seconds']} s",
             )
         elif found.get("unchanged"):
             self.report(

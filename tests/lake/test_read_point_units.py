@@ -39,7 +39,7 @@ def test_a_recorded_position_picks_the_newest_snapshot_before_it() -> None:
     assert rp._at("t", "d", history, _pos(700)) == 2
     assert rp._at("t", "d", history, _pos(600)) == 1  # the run of snapshot 2 started there
     assert rp._at("t", "d", history, _pos(100)) == 1  # the snapshot stood there
-    with pytest.raises(rp.ReadPointError, match="spans mysql-bin.000002:620"):
+    with pytest.raises(rp.ReadPointError, match=r"spans mysql-bin\.000002:620"):
         rp._at("t", "d", history, _pos(620))  # inside the run of snapshot 2: no snapshot there
     with pytest.raises(rp.ReadPointError, match="t: no snapshot of destination 'd' before"):
         rp._at("t", "d", [_summary(3, 900), _summary(-1, 0)], _pos(800))
