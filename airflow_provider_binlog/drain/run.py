@@ -498,7 +498,7 @@ class Drain:
 
         tables = sorted({merger.display(t) for t in merger.routes.values()})
         try:
-            found = move_read_point(merger.spark, self.destination, tables, end)
+            found = move_read_point(merger.spark, self.destination, tables, end, map_=merger.runner.map)
         except Exception as exc:
             self.report(
                 logging.WARNING,

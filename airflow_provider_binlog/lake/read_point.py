@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -166,6 +166,31 @@ def _points(table: Any, destination: str) -> tuple[dict[BinlogPosition, int], in
     return points, moving
 
 
+def _map(fn: Callable[[str], Any], items: Iterable[str]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+def _plan(spark: SparkSession, destination: str, name: str, end: BinlogPosition) -> _Planned | str | None:
+    """Where ``name`` is tagged at ``end``, why it cannot be (a string), or ``None``: nothing to tag."""
+    table = load_iceberg_table(spark, quote_parts(parse_name(name)))
+    if table is None:
+        return None
+    state = MarkState.read(spark, table, destination)  # refreshes the table
+    mark = state.mark
+    if state.state == "diverged":
+        return f"{name}: its mark tag is no ancestor of its current snapshot (rolled back)"
+    if mark is None:
+        current = table.currentSnapshot()
+        if state.rows:
+            return f"{name}: holds rows but no mark of destination {destination!r}"
+        if current is None:
+            return None  # created, never committed to: nothing to tag
+        return _Planned(name, table, int(current.snapshotId()))
+    if _ahead(mark, end):
+        return f"{name}: holds changes up to {mark.position}, at or past {end}"
+    return _Planned(name, table, _chosen_snapshot(table, mark.snapshot_id))
+
+
 def _ahead(mark: Any, end: BinlogPosition) -> bool:
     """The mark holds changes at or past ``end``: a binlog entry's event starts at or after it, or a
     snapshot's chunk was read after it (a snapshot mark's position is its last chunk's high
@@ -207,6 +232,7 @@ def move_read_point(
     tables: Iterable[str],
     end: BinlogPosition,
     keep: int | None = None,
+    map_: Callable[[Callable[[str], Any], Iterable[str]], list[Any]] | None = None,
 ) -> dict[str, Any]:
     """Tag every table of ``destination`` at the run's end ``end`` (see the module docstring);
     return what was done (the run summary's ``read_point``): ``tag``, ``point_tag``, ``position``,
@@ -222,6 +248,8 @@ def move_read_point(
 
     :param tables: the destination's lake tables (dotted or quoted names).
     :param keep: point tags kept per table (``None``: :func:`keep_default`; 0: do nothing).
+    :param map_: ``map_(fn, names)``: the tables are read through it (a run passes its merger's
+        :meth:`~.runner.TargetRunner.map`: several at once); the tags are moved one table after another.
     """
     keep = keep_default() if keep is None else keep
     started = time.monotonic()
@@ -235,30 +263,19 @@ def move_read_point(
         out["reason"] = f"read points are off ({KEEP_ENV}=0)"
         out["off"] = True
         return out
+    names = list(tables)
     planned: list[_Planned] = []
     missing: list[str] = []
     blocked: list[str] = []
-    for name in tables:
-        table = load_iceberg_table(spark, quote_parts(parse_name(name)))
-        if table is None:
+    for name, found in zip(
+        names, (map_ or _map)(lambda n: _plan(spark, destination, n, end), names), strict=True
+    ):
+        if found is None:
             missing.append(name)
-            continue
-        state = MarkState.read(spark, table, destination)  # refreshes the table
-        mark = state.mark
-        if state.state == "diverged":
-            blocked.append(f"{name}: its mark tag is no ancestor of its current snapshot (rolled back)")
-        elif mark is None:
-            current = table.currentSnapshot()
-            if state.rows:
-                blocked.append(f"{name}: holds rows but no mark of destination {destination!r}")
-            elif current is None:
-                missing.append(name)  # created, never committed to: nothing to tag
-            else:
-                planned.append(_Planned(name, table, int(current.snapshotId())))
-        elif _ahead(mark, end):
-            blocked.append(f"{name}: holds changes up to {mark.position}, at or past {end}")
+        elif isinstance(found, str):
+            blocked.append(found)
         else:
-            planned.append(_Planned(name, table, _chosen_snapshot(table, mark.snapshot_id)))
+            planned.append(found)
     out["missing"] = missing
     if blocked:
         out["reason"] = "; ".join(blocked)
