@@ -46,10 +46,12 @@ SUBCOMMAND_MODULES: list[str] = [
     "airflow_provider_binlog.cli_status",
     "airflow_provider_binlog.cli_canal_server",
     "airflow_provider_binlog.cli_maintain",
+    "airflow_provider_binlog.cli_read_point",
 ]
 """Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
 :mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``, :mod:`.cli_resnapshot`
-adds ``resnapshot``, :mod:`.cli_status` adds ``status``, :mod:`.cli_maintain` adds ``maintain``)."""
+adds ``resnapshot``, :mod:`.cli_status` adds ``status``, :mod:`.cli_maintain` adds ``maintain``,
+:mod:`.cli_read_point` adds ``read-point``)."""
 
 
 # --------------------------------------------------------------------------- JSON values

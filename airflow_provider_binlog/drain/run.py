@@ -333,6 +333,7 @@ class Drain:
                 self.observing.lag("end", instance.client, cursor.binlog_position, cursor.included, matches)
             summary = self._finish(point, stop, loop)
             self._maintain(loop, summary)
+            self._read_point(loop, summary)
             return summary
         finally:
             instance.close()
@@ -479,6 +480,48 @@ class Drain:
                 logging.WARNING,
                 f"destination {self.destination}: maintenance of {tables} after the run failed (the run's "
                 f"changes are committed): {type(exc).__name__}: {exc}",
+            )
+
+    def _read_point(self, loop: ChunkLoop, summary: dict[str, Any]) -> None:
+        """Tag every lake table of the destination at the run's end, after its commits and maintenance
+        (:mod:`..lake.read_point`); the summary's ``read_point``. The run is committed and acked: a
+        failure is reported, never raised."""
+        merger: Any = loop.merger
+        if merger is None and self.starting is not None and self.starting.exception() is None:
+            merger = self.starting.result()  # a run without changes: the tables are tagged at its end too
+        cursor = self.instance.cursor
+        # exclusive: past the last batch's COMMIT (a cursor is that COMMIT's start, already taken)
+        end = loop.last_end or (cursor.binlog_position if cursor is not None else None)
+        if merger is None or end is None:
+            return
+        from airflow_provider_binlog.lake.read_point import move_read_point
+
+        tables = sorted({merger.display(t) for t in merger.routes.values()})
+        try:
+            found = move_read_point(merger.spark, self.destination, tables, end, map_=merger.runner.map)
+        except Exception as exc:
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: the read point at {end} was not moved (the run's changes "
+                f"are committed; readers keep the one before): {type(exc).__name__}: {exc}",
+            )
+            return
+        summary["read_point"] = found
+        if found["moved"]:
+            self.report(
+                logging.INFO,
+                f"destination {self.destination}: read point {found['point_tag']} (and {found['tag']}) on "
+                f"{len(found['tables'])} table(s), {found['seconds']} s",
+            )
+        elif found.get("unchanged"):
+            self.report(
+                logging.INFO,
+                f"destination {self.destination}: every table is at read point {found['point_tag']} still",
+            )
+        elif not found.get("off"):
+            self.report(
+                logging.WARNING if found.get("blocked") else logging.INFO,
+                f"destination {self.destination}: read point not moved to {end}: {found['reason']}",
             )
 
     def _snapshots(self, loop: ChunkLoop) -> dict[str, str]:

@@ -29,7 +29,10 @@ table's through the alias. The event's ``extra``::
      "start": "mysql-bin.000003:4", "end": "mysql-bin.000003:9120",   # the run's binlog range
      "snapshot_id": "6254170325043210391"}             # Iceberg snapshot after the run's commit
 
-plus ``"resnapshot": {"rows": ..., "start": "file:pos"}`` for a re-snapshotted table (the counts
+plus ``"read_point": {"tag": "binlog-cdc-read-shop@mysql-bin.000003:9120", "moving_tag":
+"binlog-cdc-read-shop", "position": "mysql-bin.000003:9120"}`` when the run's end tagged every table
+of the destination at one position (:mod:`..lake.read_point`: read all of them ``VERSION AS OF``
+that tag), and ``"resnapshot": {"rows": ..., "start": "file:pos"}`` for a re-snapshotted table (the counts
 then hold the changes merged besides it, if any). ``snapshot_id`` is a string of the id's digits (a
 64-bit id as a JSON number is rounded by the UI and any JavaScript reader); read the table with
 ``VERSION AS OF <snapshot_id>``. It is absent only when it could not be read (the task log says why).
@@ -112,10 +115,15 @@ def committed_tables(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         table = done["target"]
         extra = found.setdefault(table, {"destination": common["destination"], "table": table})
         extra["resnapshot"] = {"rows": done.get("rows"), "start": done.get("start")}
+    point = summary.get("read_point") or {}
     for table, extra in found.items():
         extra["start"], extra["end"] = common["start"], common["end"]
         if table in snapshots:
             extra["snapshot_id"] = snapshots[table]
+        if table in (point.get("tables") or {}):
+            extra["read_point"] = {
+                "tag": point["point_tag"], "moving_tag": point["tag"], "position": point["position"],
+            }  # fmt: skip
     return found
 
 

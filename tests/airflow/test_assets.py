@@ -117,3 +117,20 @@ def test_events_only_for_committed_tables() -> None:
     events = OutletEventAccessors()
     keep, missed = emit_events([orders, customers, alias], events, nothing)
     assert keep == [alias] and missed == [] and events[alias].asset_alias_events == []
+
+
+def test_events_name_the_read_point() -> None:
+    """Each event of a table the run's read point covers names its tag and position (the summary's
+    ``read_point``, lake/read_point.py); a table it does not cover gets none."""
+    summary = _summary()
+    summary["read_point"] = {
+        "tag": "binlog-cdc-read-shop", "point_tag": "binlog-cdc-read-shop@mysql-bin.000001:931",
+        "position": "mysql-bin.000001:931", "moved": True,
+        "tables": {"lake.shop.orders": "8419940643595983211", "lake.shop.idle": "8419940643595983215"},
+    }  # fmt: skip
+    tables = committed_tables(summary)
+    assert tables["lake.shop.orders"]["read_point"] == {
+        "tag": "binlog-cdc-read-shop@mysql-bin.000001:931", "moving_tag": "binlog-cdc-read-shop",
+        "position": "mysql-bin.000001:931",
+    }  # fmt: skip
+    assert "read_point" not in tables["lake.shop.x_1"] and "lake.shop.idle" not in tables

@@ -32,7 +32,15 @@ def _log_report(level: int, line: str) -> None:
 
 
 def _protected(health: Health) -> set[str]:
-    return {name for name in health.refs if name.startswith(PROTECTED_REF_PREFIX)}
+    """The destinations' refs no maintenance may lose (the read points' tags are not among them: a
+    load's end removes its older ones, maybe while another process maintains the table)."""
+    from airflow_provider_binlog.lake.read_point import READ_TAG_PREFIX
+
+    return {
+        name
+        for name in health.refs
+        if name.startswith(PROTECTED_REF_PREFIX) and not name.startswith(READ_TAG_PREFIX)
+    }
 
 
 def _timed(action: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
