@@ -254,3 +254,26 @@ def run_dag_with_executor(
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return DagRunResult(proc.returncode, log_path.read_text(errors="replace"), time.monotonic() - started)
+
+
+def test_a_sensor_poke_opens_one_zookeeper_session_and_logs_none(
+    shop: Shop, conns: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A poke reads the cursor and peeks the binlog: one ZooKeeper session (the chroot is made once
+    per process, not by a second session per connection), and none of kazoo's connect/close notes
+    reach a task log at INFO (they are at DEBUG)."""
+    from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
+
+    sensor = BinlogEventSensor(
+        task_id="wait", destination=f"poke-{uuid.uuid4().hex[:8]}", tables={"shop.*": "lake.shop.{table}"},
+        start_from=shop.start_from, min_changes=10**6,
+    )  # fmt: skip
+    caplog.set_level(logging.DEBUG, logger="kazoo.client")
+    sessions = []
+    for _ in range(3):
+        caplog.clear()
+        assert not sensor.poke(make_context(task_id="wait")).is_done
+        closed = [r for r in caplog.records if r.getMessage().startswith("Zookeeper session closed")]
+        sessions.append(len(closed))
+        assert [r for r in caplog.records if r.name.startswith("kazoo") and r.levelno >= logging.INFO] == []
+    assert sessions[1:] == [1, 1], sessions  # 2 each before (a session to make the chroot)
