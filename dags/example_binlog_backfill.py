@@ -9,7 +9,9 @@ Trigger it with params, e.g. ``airflow dags trigger example_binlog_backfill --co
   timestamp ends the interval reproducibly (before the first transaction committed at or after it).
   Consecutive timestamp intervals tile the binlog: each starts where the one before stops.
 * ``range``: ``{"from": ISO, "to": ISO, "every_seconds": N}`` instead of listing the intervals.
-* ``start_from`` / ``stop_at``: one interval (``stop_at`` may be ``head``), the form before lists.
+* ``start_from`` / ``stop_at``: one interval (``stop_at`` may be ``head``), the form before lists;
+  ``start_from`` also takes a recorded run's summary (its XCom ``return_value``), as an object or
+  pasted as JSON text: the interval starts at its ``end``.
 * Without any of them the run's data interval is backfilled (a copy of this DAG with a schedule,
   run by ``airflow backfill create --from-date ... --to-date ...``).
 * ``targets``: source -> lake table (globs, ``{schema}``/``{table}``, and ``{interval}``: the
@@ -42,7 +44,11 @@ with DAG(
     params={
         "intervals": Param([], type="array", description="[start, end] pairs (start_from, stop_at)"),
         "range": Param({}, type="object", description='{"from": ISO, "to": ISO, "every_seconds": N}'),
-        "start_from": Param("", type="string", description="one interval: file:pos, gtid:SET or ISO"),
+        "start_from": Param(
+            "",
+            type=["string", "object"],
+            description="one interval: file:pos, gtid:SET, ISO, or a recorded run's summary (object or JSON)",
+        ),
         "stop_at": Param("head", type="string", description="one interval: head, file:pos, gtid:SET or ISO"),
         "targets": Param({"shop.*": "lake.shop_backfill.{table}"}, type="object"),
         "archive_uri": Param("", type="string", description="archived binlog files (directory or URI)"),

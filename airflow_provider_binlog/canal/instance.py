@@ -247,8 +247,9 @@ class CanalInstance:
         self.stale_marks = self.meta.marks(self.identity)
         if self.stale_marks:
             log.info(
-                "destination %s: %d batches from an earlier attempt were never acked (ids %s); "
-                "they will be delivered again from the cursor",
+                "destination %s: an earlier attempt left %d batches unacked (its batch ids %s); this "
+                "attempt reads their range again from the cursor, in batches of its own, and skips "
+                "what the lake holds",
                 self.config.destination, len(self.stale_marks), list(self.stale_marks),
             )  # fmt: skip
             self.meta.clear_marks(self.identity)

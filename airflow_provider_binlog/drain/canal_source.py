@@ -37,6 +37,7 @@ from airflow_provider_binlog.canal.store import Batch, estimate_size
 from airflow_provider_binlog.canalnet.client import CanalClient
 from airflow_provider_binlog.canalnet.decode import EntryDecoder
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
+from airflow_provider_binlog.drain.reconcile import chunks_said
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,16 @@ class CanalServerConsumer:
         return None
 
 
+def committed_earlier(totals: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The lake tables that already held batches this run got from the canal server: the summary's
+    ``committed_earlier``. A canal server gives a client again only what it never acked (the
+    connection's rollback hands back an earlier attempt's unacked batches), so a batch a table
+    skips is one an earlier, failed attempt committed and did not ack -- a crash between commit and
+    ack. That attempt announced nothing (a failed task emits no asset event); this run does
+    (:mod:`..operators.assets`)."""
+    return sorted(t for t, counts in totals.items() if counts.get("skipped"))
+
+
 class CanalDrain:
     """One run from a canal server into the lake (see the module docstring).
 
@@ -221,6 +232,29 @@ class CanalDrain:
                 f"changes are committed): {type(exc).__name__}: {exc}",
             )
 
+    def _snapshots(self, loop: ChunkLoop, earlier: Sequence[str]) -> dict[str, str]:
+        """Lake table -> its snapshot id (digits as a string) after this run, for the tables it
+        committed to and those of ``committed_earlier``, as the binlog run's summary has them; a
+        failure to read them is reported and leaves them out."""
+        merger: Any = loop.merger
+        tables = [t for t, counts in loop.totals.items() if counts.get("commits")]
+        tables += [t for t in earlier if t not in tables]
+        if merger is None or not tables:
+            return {}
+        found: dict[str, str] = {}
+        try:
+            for marks in merger.runner.map(merger.committed, dict.fromkeys(tables)):
+                for name, mark in marks.items():
+                    if mark is not None and mark.snapshot_id >= 0:
+                        found[name] = str(mark.snapshot_id)
+        except Exception as exc:  # the run is committed and acked: it does not fail for this
+            self.report(
+                logging.WARNING,
+                f"destination {self.destination}: cannot read the snapshot ids of {tables}: "
+                f"{type(exc).__name__}: {exc}",
+            )
+        return found
+
     def run(self) -> dict[str, Any]:
         """Connect (rollback + subscribe), drain until caught up, return the summary."""
         committer = ThreadPoolExecutor(1, thread_name_prefix="binlog-cdc-commit")
@@ -236,7 +270,7 @@ class CanalDrain:
                 self.report,
             )  # fmt: skip
             loop.run()
-            summary = {
+            summary: dict[str, Any] = {
                 "destination": self.destination,
                 "source": f"canal://{self.client.host}:{self.client.port}",
                 "end": str(consumer.cursor) if consumer.cursor is not None else None,
@@ -246,8 +280,14 @@ class CanalDrain:
                 "seconds": round(time.monotonic() - started, 3),
                 "tables": loop.totals,
             }
+            earlier = committed_earlier(loop.totals)
+            if earlier:
+                summary["committed_earlier"] = earlier
+            snapshots = self._snapshots(loop, earlier)
+            if snapshots:
+                summary["snapshots"] = snapshots
             self.report(logging.INFO, f"destination {self.destination}: done from the canal server, "
-                        f"{loop.changes} changes in {loop.batches} batches")  # fmt: skip
+                        f"{loop.changes} changes in {loop.batches} batches, {chunks_said(loop)}")  # fmt: skip
         finally:
             # the server has given back what this run left unacked before the run's hold is let go
             self.client.close_and_wait()

@@ -57,6 +57,7 @@ from typing import Any, Protocol
 from airflow_provider_binlog.faults import failpoint
 
 Report = Callable[[int, str], None]
+log = logging.getLogger(__name__)
 
 
 class Consumer(Protocol):
@@ -210,7 +211,8 @@ class ChunkLoop:
         self.timings = {"spark_start": 0.0, "wait": 0.0, "buffer": 0.0, "commit_wait": 0.0, "ack": 0.0}
         self.totals: dict[str, dict[str, int]] = {}
         self.batches = 0  # taken
-        self.commits = 0  # settled
+        self.chunks = 0  # settled (committed, or found in the lake already, and acked)
+        self.commits = 0  # settled chunks that wrote to the lake (the summary's ``commits``)
         self.changes = 0  # in the lake (settled commits)
         self.pending: list[int] = []  # batch ids of the chunk being read
         self.rows = 0  # changes folded into that chunk
@@ -345,28 +347,52 @@ class ChunkLoop:
         clock = time.perf_counter
         t0 = clock()
         committed, seconds = flight.future.result()
+        wrote, skipped = [], 0
         for target, counts in committed.items():
             acc = self.totals.setdefault(target, {})
-            for k, v in counts.as_dict().items():
+            added = counts.as_dict()
+            for k, v in added.items():
                 acc[k] = acc.get(k, 0) + v
+            skipped += added.get("skipped", 0)
+            if added.get("commits"):
+                wrote.append(target)
         t1 = clock()
         self.timings["commit_wait"] += t1 - t0
+        self.chunks += 1
+        # said before the ack: an attempt that dies between the two has logged what it committed
+        self.report(logging.INFO, self._chunk_line(flight, seconds, wrote, skipped))
         failpoint("after_commit")
         for _batch_id in flight.batch_ids:
             failpoint("ack")
         self.instance.ack_many(flight.batch_ids)  # one cursor write for the chunk
         self.timings["ack"] += clock() - t1
         failpoint("after_ack")
-        self.commits += 1
+        if wrote:
+            self.commits += 1
         self.changes += flight.changes
         cursor = self.instance.cursor
-        self.report(
-            logging.INFO,
-            f"destination {self.destination}: chunk {self.commits} in the lake: {flight.changes} changes as "
-            f"{flight.images} row images, merged in {seconds:.1f} s; acked up to "
-            f"{cursor.binlog_position if cursor is not None else None}",
-        )
+        log.debug(
+            "destination %s: chunk %d acked up to %s",
+            self.destination, self.chunks, cursor.binlog_position if cursor is not None else None,
+        )  # fmt: skip
         self.tick()
+
+    def _chunk_line(self, flight: _InFlight, seconds: float, wrote: Sequence[str], skipped: int) -> str:
+        """The task log's line for a settled chunk: what it committed to which tables, or that the
+        lake already held it (an earlier attempt committed it and died before the ack)."""
+        head = f"destination {self.destination}: chunk {self.chunks} ({len(flight.batch_ids)} batches"
+        if not wrote:
+            if skipped:
+                return (
+                    f"{head}, {flight.changes} changes): already in the lake (an earlier attempt committed "
+                    "it and did not ack), nothing written; acking its batches"
+                )
+            return f"{head}, {flight.changes} changes): nothing to write to the lake; acking its batches"
+        held = f"; {skipped} entries the lake already held skipped" if skipped else ""
+        return (
+            f"{head}, {flight.changes} changes, {flight.images} row images): committed to "
+            f"{', '.join(sorted(wrote))} in {seconds:.1f} s{held}; acking its batches"
+        )
 
     # ------------------------------------------------------------------ the loop
 

@@ -67,3 +67,11 @@ def _holds(mark: Any, end: Any) -> bool:
     if not mark:
         return False
     return bool((mark.end_position and mark.end_position > end) or (mark.position and mark.position >= end))
+
+
+def chunks_said(loop: Any) -> str:
+    """The done line's part on chunks: how many wrote to the lake, and how many the lake held
+    already (an earlier attempt's commit, acked by this one)."""
+    held = loop.chunks - loop.commits
+    said = f"{loop.commits} chunks committed"
+    return said + (f", {held} already in the lake (acked now)" if held else "")

@@ -32,7 +32,7 @@ from airflow_provider_binlog.drain.before_images import key_columns_only
 from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.observe import Observing, RunObserver
-from airflow_provider_binlog.drain.reconcile import reconcile
+from airflow_provider_binlog.drain.reconcile import chunks_said, reconcile
 from airflow_provider_binlog.drain.resnapshot import clean_leftovers
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot, snapshot_start_marks
 from airflow_provider_binlog.drain.source import (
@@ -450,7 +450,8 @@ class Drain:
         self.report(
             logging.INFO,
             f"destination {self.destination}: done, {loop.changes} changes in {loop.batches} batches, "
-            f"{elapsed:.1f} s; {point} .. {end}; {loop.totals}; seconds {summary['timings']}",
+            f"{chunks_said(loop)}, {elapsed:.1f} s; {point} .. {end}; {loop.totals}; "
+            f"seconds {summary['timings']}",
         )
         return summary
 

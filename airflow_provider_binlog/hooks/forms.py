@@ -17,6 +17,11 @@ from typing import Any
 
 OFFICIAL_MYSQL_PROVIDER = "apache-airflow-providers-mysql"
 
+MAX_LABEL = 20
+"""Characters a field's label may have: the form lays labels out in a column of their own, and a
+longer one pushed its input out of line with the others (details go in the description or the
+placeholder)."""
+
 _STRING = {"type": ["string", "null"]}
 _INTEGER = {"type": ["integer", "null"]}
 _NUMBER = {"type": ["number", "null"]}
@@ -24,27 +29,31 @@ _NUMBER = {"type": ["number", "null"]}
 ZOOKEEPER: dict[str, Any] = {
     "conn-fields": {
         "acl": {
-            "label": "ACL of created nodes",
+            "label": "Node ACL",
             "description": "creator: readable and writable only with the digest credentials (the default "
             "when a digest user is set); open: world-readable and writable (the default without one)",
             "schema": {"type": ["string", "null"], "enum": ["creator", "open"]},
         },
         "timeout": {
-            "label": "Session timeout (seconds)",
+            "label": "Session timeout (s)",
             "description": "A worker that stops answering loses the destination's running node after this",
             "schema": {**_NUMBER, "default": 15},
         },
     },
     "ui-field-behaviour": {
-        "hidden-fields": ["port"],
+        # the port stays: a connection made from a URI (zookeeper://zk1:2182/chroot) holds it there,
+        # and an edit form without it saved the connection without its port
+        "hidden-fields": [],
         "relabeling": {
             "host": "Hosts",
+            "port": "Port",
             "schema": "Chroot",
             "login": "Digest user",
             "password": "Digest password",
         },
         "placeholders": {
             "host": "zk1:2181,zk2:2181,zk3:2181",
+            "port": "2181 (for hosts without a port)",
             "schema": "/binlog-cdc",
             "login": "cdc (optional)",
             "password": "digest password (optional)",
@@ -55,17 +64,18 @@ ZOOKEEPER: dict[str, Any] = {
 CANAL: dict[str, Any] = {
     "conn-fields": {
         "timeout": {
-            "label": "Timeout (seconds)",
+            "label": "Timeout (s)",
             "description": "Bound of each connect, send and receive with the canal server",
             "schema": {**_NUMBER, "default": 30},
         },
         "zookeeper_hosts": {
-            "label": "ZooKeeper hosts[/chroot] (cluster mode)",
-            "description": "Instead of host and port: connect to the server canal's running node names",
+            "label": "ZooKeeper hosts",
+            "description": "Cluster mode, instead of host and port: zk1:2181,zk2:2181[/chroot] of the "
+            "canal servers; the client connects to the one canal's running node names",
             "schema": {"type": ["string", "null"]},
         },
         "hold_dir": {
-            "label": "Hold directory (without ZooKeeper)",
+            "label": "Hold directory",
             "description": "Where the one-reader-per-destination lock file lives (default: the "
             "temporary directory); readers on several machines need ZooKeeper hosts instead",
             "schema": {"type": ["string", "null"]},
@@ -87,18 +97,22 @@ MYSQL: dict[str, Any] = {
             "schema": _INTEGER,
         },
         "heartbeat_period": {
-            "label": "Heartbeat period (seconds)",
+            "label": "Heartbeat (s)",
             "description": "How often an idle source sends a heartbeat event",
             "schema": _NUMBER,
         },
         "ssl_ca": {"label": "TLS CA file", "schema": _STRING},
-        "ssl_cert": {"label": "TLS client certificate file", "schema": _STRING},
+        "ssl_cert": {"label": "TLS client cert file", "schema": _STRING},
         "ssl_key": {"label": "TLS client key file", "schema": _STRING},
     },
     "ui-field-behaviour": {
         "hidden-fields": ["schema"],
-        "relabeling": {"login": "User (REPLICATION SLAVE, REPLICATION CLIENT, SELECT)"},
-        "placeholders": {"host": "db.example.com", "port": "3306", "login": "cdc"},
+        "relabeling": {"login": "User"},
+        "placeholders": {
+            "host": "db.example.com",
+            "port": "3306",
+            "login": "cdc (REPLICATION SLAVE, REPLICATION CLIENT, SELECT)",
+        },
     },
 }
 
@@ -116,6 +130,15 @@ def given(extra: dict[str, Any], key: str) -> Any:
     """An extra's value, ``None`` when absent or empty (a form leaves empty fields as null or "")."""
     value = extra.get(key)
     return None if value in (None, "") else value
+
+
+def tested(ok: bool, message: str, conn_id: str) -> tuple[bool, str]:
+    """A ``test_connection`` result as the Test button shows it: without the connection's id. The UI
+    tests the form's values under a random transient id (``AIRFLOW_CONN_<random>``), which would read
+    as the name of some other connection; the host and user the message names say which one it is."""
+    for said, instead in ((f" (connection {conn_id!r})", ""), (f"connection {conn_id!r}", "this connection")):
+        message = message.replace(said, instead)
+    return ok, message
 
 
 def legacy_behaviour(form: dict[str, Any]) -> dict[str, Any]:

@@ -220,8 +220,10 @@ class MySqlSourceHook(BaseHook):
             problems = self.check_source()
             where = f"source {self.replication_config.address} (connection {self.mysql_conn_id!r})"
             if problems:
-                return False, f"{where} is not ready for binlog CDC: " + "; ".join(problems)
+                return forms.tested(
+                    False, f"{where} is not ready for binlog CDC: " + "; ".join(problems), self.mysql_conn_id
+                )
             head = ReplicationClient(self.replication_config).head_position()
-            return True, f"{where} ready for binlog CDC, head {head}"
-        except Exception as exc:
-            return False, str(exc)
+            return forms.tested(True, f"{where} ready for binlog CDC, head {head}", self.mysql_conn_id)
+        except Exception as exc:  # the id left out: the UI's Test button runs under a random one
+            return forms.tested(False, str(exc), self.mysql_conn_id)

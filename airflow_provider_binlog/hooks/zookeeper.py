@@ -95,11 +95,15 @@ class ZooKeeperHook(BaseHook):
             self._client = None
 
     def test_connection(self) -> tuple[bool, str]:
+        """Connect and list the chroot; the message names the hosts, not the connection id (the
+        UI's Test button runs under a random one: :func:`.forms.tested`)."""
         try:
             client = self.get_conn()
             client.get_children("/")
-            return True, f"connected to ZooKeeper {self.settings()['hosts']}"
+            return forms.tested(
+                True, f"connected to ZooKeeper {self.settings()['hosts']}", self.zookeeper_conn_id
+            )
         except Exception as exc:
-            return False, str(exc)
+            return forms.tested(False, str(exc), self.zookeeper_conn_id)
         finally:
             self.close()

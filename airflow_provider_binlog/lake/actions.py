@@ -107,6 +107,30 @@ def predicate_sql(action: partitions.DeleteRows, opts: TargetOptions, target: st
     return render(action.where)
 
 
+def describe_action(action: Any) -> str:
+    """One lake action as the task log names it: ``added column `note```, ``renamed column `a` to
+    `b```, ``dropped column `c```, ``changed the type of `n```, ``emptied the table``..."""
+    if isinstance(action, ops.AddColumn):
+        filled = "" if action.fill is None else f", existing rows set to {action.fill!r}"
+        return f"added column {quote(action.name)}{filled}"
+    if isinstance(action, ops.RenameColumn):
+        return f"renamed column {quote(action.old)} to {quote(action.new)}"
+    if isinstance(action, ops.DropColumn):
+        return f"dropped column {quote(action.name)}"
+    if isinstance(action, ops.ChangeColumn):
+        how = "" if action.cast == "same" else f", values converted ({action.cast})"
+        return f"changed the type of {quote(action.name)} to {action.column.type.name}{how}"
+    if isinstance(action, ops.EmptyTable):
+        return "deleted every row"
+    if isinstance(action, ops.DropTable):
+        return "dropped the table"
+    if isinstance(action, ops.RestartTable):
+        return "deleted every row and took the source table's new columns"
+    if isinstance(action, partitions.DeleteRows):
+        return f"deleted the rows of partitions {', '.join(action.partitions)}"
+    return type(action).__name__
+
+
 class DdlActions:
     """Runs one target's DDL steps.
 

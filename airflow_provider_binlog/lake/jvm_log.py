@@ -9,6 +9,7 @@ only with stderr on a pipe, which a daemon thread reads into the logger ``airflo
 * a log4j line (``yy/MM/dd HH:mm:ss LEVEL logger: message``, Spark's layout and the one of
   :mod:`.session`) at its level (``WARN`` as WARNING, ``FATAL`` as CRITICAL);
 * its continuation lines (an indented stack trace, ``Caused by:``) at the same level;
+* records that need no action (:func:`..quiet.routine_jvm_record`) at DEBUG, their continuations too;
 * other lines by what they say: an exception or error without ``warning`` in the line
   (``Exception in thread "main" ...``) as ERROR, the rest as WARNING (``OpenJDK 64-Bit Server VM
   warning: ...``, ``spark-class: ... No such file or directory`` of a JVM that does not start).
@@ -28,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
 from airflow_provider_binlog.lake import jvm_command
+from airflow_provider_binlog.quiet import install, routine_jvm_record
 
 log = logging.getLogger("airflow_provider_binlog.spark")
 
@@ -43,19 +45,33 @@ _LEVELS = {
 _CONTINUED = re.compile(rb"^(\s|Caused by:|Suppressed:|\.\.\. \d+ more)")
 _WARNING = re.compile(rb"(?i)\bwarn(ing)?\b")
 _ERROR = re.compile(rb"\b(Exception|Error)\b|^\S+(Exception|Error)\b")
+_THROWABLE = re.compile(rb"^[\w$.]+(Exception|Error|Throwable)(: |$)")  # a logged record's exception
+
+
+def records(lines: Iterable[bytes]) -> Iterable[tuple[int, str, bool]]:
+    """``(level, text, starts)`` of each line of the JVM's stderr (see the module docstring);
+    ``starts``: the line begins a record (a log4j header or a line of its own), else it continues
+    the one before (its stack trace: indented lines, ``Caused by:``, and the exception's own line,
+    ``java.io.FileNotFoundException: ...``, right after a log4j header)."""
+    current, in_record = logging.INFO, False
+    for raw in lines:
+        line = raw.rstrip(b"\r\n")
+        header = _HEADER.match(line)
+        starts = True
+        if header is not None:
+            current, in_record = _LEVELS[header.group(1)], True
+        elif line and (_CONTINUED.match(line) or (in_record and _THROWABLE.match(line))):
+            starts = False
+        else:
+            current = logging.ERROR if _ERROR.search(line) and not _WARNING.search(line) else logging.WARNING
+            in_record = False
+        yield current, line.decode("utf-8", errors="replace"), starts
 
 
 def levels(lines: Iterable[bytes]) -> Iterable[tuple[int, str]]:
     """``(level, text)`` of each line of the JVM's stderr (see the module docstring)."""
-    current = logging.INFO
-    for raw in lines:
-        line = raw.rstrip(b"\r\n")
-        header = _HEADER.match(line)
-        if header is not None:
-            current = _LEVELS[header.group(1)]
-        elif not (line and _CONTINUED.match(line)):
-            current = logging.ERROR if _ERROR.search(line) and not _WARNING.search(line) else logging.WARNING
-        yield current, line.decode("utf-8", errors="replace")
+    for level, text, _starts in records(lines):
+        yield level, text
 
 
 _FATAL = re.compile(r"\bjava\.lang\.OutOfMemoryError\b.*")
@@ -72,9 +88,12 @@ def fatal() -> str | None:
 
 def _pump(stream: IO[bytes]) -> None:
     """Log the lines of ``stream`` until it ends (the JVM exited)."""
+    routine = False
     with stream:
-        for level, text in levels(iter(stream.readline, b"")):
-            log.log(level, "%s", text)
+        for level, text, starts in records(iter(stream.readline, b"")):
+            if starts:  # a record that needs no action goes to DEBUG with its stack trace (..quiet)
+                routine = routine_jvm_record(text)
+            log.log(logging.DEBUG if routine else level, "%s", text)
             if not _fatal and (found := _FATAL.search(text)) is not None:
                 _fatal.append(found.group(0))
 
@@ -106,6 +125,7 @@ def launch(settings: Mapping[str, str]) -> bool:
     :param settings: the Spark settings the JVM starts with (``spark-submit --conf``), as
         ``SparkSession.builder`` would pass them (``spark.app.name`` included).
     """
+    install()  # py4j's notes at DEBUG (..quiet)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
     from pyspark import SparkConf, SparkContext

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import functools
 import itertools
+import logging
 import operator
 import os
 from collections.abc import Callable, Collection, Iterable
@@ -35,7 +36,7 @@ from airflow_provider_binlog.lake import (
     new_keys,
     position_delta,
 )
-from airflow_provider_binlog.lake.actions import DdlActions
+from airflow_provider_binlog.lake.actions import DdlActions, describe_action
 from airflow_provider_binlog.lake.collapse import (
     Held,
     Piece,
@@ -63,6 +64,8 @@ from airflow_provider_binlog.lake.types import BIGINT, INT, STRING, UBIGINT, Lak
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def utc_from_epoch(ts: int) -> datetime.datetime:
@@ -424,6 +427,12 @@ class Statements:
             run = functools.partial(self.actions.run, target, step.actions, opts, props)
         commits.commit(self.spark, target, props, run, changes, attach=False)
         counts.commits += 1
+        if step.actions:  # the task log names the DDL each run applied
+            log.info(
+                "%s: %s (the statement at %s: %s)",
+                self.routes.display(target), "; ".join(describe_action(a) for a in step.actions),
+                entry.position, " ".join(entry.sql.split())[:300],
+            )  # fmt: skip
 
     def _truncate(
         self,

@@ -74,6 +74,27 @@ def label(point: Any) -> str:
     return re.sub(r"\W+", "_", str(point)).strip("_").lower()[:48] or "start"
 
 
+def recorded_point(value: Any) -> Any:
+    """A point as a param gives it: a recorded run's summary (or an interval end) typed into a
+    string field as JSON (``{"end": "mysql-bin.000003:9120", ...}``) becomes that dict; anything
+    else is returned as it is (``parse_point`` reads it).
+
+    :raises ValueError: a string that starts with ``{`` but is no JSON object.
+    """
+    if not isinstance(value, str) or not value.strip().startswith("{"):
+        return value
+    try:
+        found = json.loads(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"start {value[:80]!r} looks like a recorded run's summary but is no valid JSON ({exc}): "
+            "paste the run's XCom return_value as it is, or give its end (file:pos)"
+        ) from None
+    if not isinstance(found, Mapping):
+        raise ValueError(f"start {value[:80]!r}: a recorded run's summary is a JSON object")
+    return found
+
+
 def _same(a: Any, b: Any) -> bool:
     ta, tb = _instant(a), _instant(b)
     if ta is not None and tb is not None:
@@ -113,13 +134,15 @@ def plan_backfill(
     :param run_id: the DAG run's id (part of every destination).
     :param targets: source -> target routes; ``{interval}`` in a target is the interval's label.
     :param intervals: ``[start, end]`` pairs (or dicts), in binlog order.
-    :param start_from: with ``stop_at``, one interval (when ``intervals`` is empty).
+    :param start_from: with ``stop_at``, one interval (when ``intervals`` is empty); a recorded
+        run's summary as a dict or as its JSON text (:func:`recorded_point`).
     :param data_interval: the DAG run's data interval (Airflow's backfill of a date range), used
         when neither is given.
     :raises ValueError: no interval, or intervals sharing targets that are not contiguous.
     """
+    start_from = recorded_point(start_from)
     if intervals:
-        pairs = _pairs(intervals)
+        pairs = [(recorded_point(start), end) for start, end in _pairs(intervals)]
         single = False
     elif start_from not in (None, ""):
         pairs, single = [(start_from, stop_at if stop_at not in (None, "") else "head")], True

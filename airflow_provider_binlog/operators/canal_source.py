@@ -17,7 +17,9 @@ from airflow_provider_binlog.drain.loop import Limits
 def run_from_canal(op: Any, context: Any, routes: Any, target_options: Any, limits: Limits) -> dict[str, Any]:
     """Run ``op`` (a :class:`~.binlog_to_spark.BinlogToSparkOperator`) against its canal server.
 
-    :return: the drain summary (destination, source, end, batches, commits, changes, tables).
+    :return: the drain summary (destination, source, end, batches, commits, changes, tables, and
+        ``committed_earlier``/``snapshots`` as the binlog run's: a retry after a crash between
+        commit and ack announces what the failed attempt committed, :mod:`.assets`).
     """
     from airflow_provider_binlog.drain.canal_source import CanalDrain
     from airflow_provider_binlog.hooks.canal import CanalHook

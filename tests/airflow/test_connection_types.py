@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -80,7 +81,10 @@ def test_providers_manager_registers_types_and_forms() -> None:
     zk = meta["zookeeper"]
     assert zk.standard_fields is not None and zk.extra_fields is not None
     assert zk.standard_fields.host is not None and zk.standard_fields.host.title == "Hosts"
-    assert zk.standard_fields.port is not None and zk.standard_fields.port.hidden
+    # the port is in the edit form: a connection made from a URI holds it there, and saving a form
+    # without it dropped it from the hosts
+    assert zk.standard_fields.port is not None and not zk.standard_fields.port.hidden
+    assert zk.standard_fields.port.title == "Port"
     assert set(zk.extra_fields) == {"acl", "timeout"}
     assert zk.extra_fields["timeout"]["value"] == 15
     my = meta["mysql"]
@@ -269,7 +273,10 @@ def test_cli_add_and_test_mysql_and_zookeeper(
         failed = _airflow(enabled, "connections", "test", bad)
         out = " ".join((failed.stdout + failed.stderr).split())  # the console wraps long lines
         assert failed.returncode != 0 and "Connection failed!" in out, out
-        assert f"connection {bad!r}" in out and "not ready for binlog CDC" in out, out
+        assert f"source {mariadb.host}:{mariadb.port} is not ready for binlog CDC" in out, out
+        # the id is the command's own (Airflow prints it); the message does not repeat it: the Test
+        # button's would be a random one
+        assert bad not in out.split("Connection failed!", 1)[1], out
         assert f"user {user!r} lacks REPLICATION SLAVE and REPLICATION CLIENT" in out, out
         assert f"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{user}'@'%'" in out, out
         assert f"the replica server_id {mariadb.server_id} is the source's own server_id" in out, out
@@ -279,3 +286,105 @@ def test_cli_add_and_test_mysql_and_zookeeper(
     finally:
         for conn_id in (good, bad, zk):
             _airflow(cli_env, "connections", "delete", conn_id)
+
+
+def test_labels_fit_the_form_column() -> None:
+    """Every label and relabeling of the forms fits the form's label column (forms.MAX_LABEL): a
+    longer one pushed its input out of line; details are in descriptions and placeholders."""
+    for form in (forms.ZOOKEEPER, forms.CANAL, forms.MYSQL):
+        labels = [f["label"] for f in form["conn-fields"].values()]
+        labels += list(form["ui-field-behaviour"]["relabeling"].values())
+        assert [label for label in labels if len(label) > forms.MAX_LABEL] == [], labels
+
+
+def test_a_test_message_names_no_connection_id() -> None:
+    assert forms.tested(False, "source db:3306 (connection 'Xy3kP9aB') is not ready: x", "Xy3kP9aB") == (
+        False, "source db:3306 is not ready: x",
+    )  # fmt: skip
+    said = forms.tested(False, "cannot reach ZooKeeper at zk:2181 (connection 'Xy3kP9aB')", "Xy3kP9aB")
+    assert said == (False, "cannot reach ZooKeeper at zk:2181")
+    assert forms.tested(True, "ZooKeeper connection 'Xy3kP9aB' has no host", "Xy3kP9aB")[1] == (
+        "ZooKeeper this connection has no host"
+    )
+
+
+@pytest.fixture
+def ui_api(airflow_home: Path, tmp_path: Path) -> Iterator[str]:
+    """``airflow api-server`` as a browser's UI talks to it (simple auth manager, everyone admin,
+    ``[core] test_connection`` enabled); yields its base URL; stopped after (bounded)."""
+    import signal
+    import time
+    import urllib.request
+
+    from airflow_provider_binlog.dev.services import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW__"))}
+    env.update(
+        AIRFLOW_HOME=str(airflow_home), AIRFLOW__CORE__LOAD_EXAMPLES="false",
+        AIRFLOW__CORE__TEST_CONNECTION="Enabled", AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+        AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex, AIRFLOW__API__SECRET_KEY=uuid.uuid4().hex,
+    )  # fmt: skip
+    log = tmp_path / "api-server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/v2/version", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the api-server did not answer within 120 s"
+                time.sleep(0.5)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _call(base: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.loads(answer.read())
+
+
+def test_the_forms_and_the_test_button_through_the_ui_api(
+    ui_api: str, zookeeper: ZooKeeperServer, zk_chroot: str, mariadb: MariaDbServer
+) -> None:
+    """What the browser gets from the api-server: the forms' fields (the ZooKeeper port shown, every
+    label within the column) and the Test button's answers, which name the host tested and never
+    the random id the api-server tests the form's values under."""
+    meta = {m["connection_type"]: m for m in _call(ui_api, "/ui/connections/hook_meta")}
+    zk = meta["zookeeper"]["standard_fields"]
+    assert zk["port"]["hidden"] is False and zk["host"]["title"] == "Hosts", zk
+    for conn_type in ("zookeeper", "mysql", "canal"):
+        fields = meta[conn_type]
+        titles = [f["title"] for f in fields["standard_fields"].values() if f and f.get("title")]
+        titles += [f["schema"]["title"] for f in (fields["extra_fields"] or {}).values()]
+        assert [t for t in titles if len(t) > forms.MAX_LABEL] == [], (conn_type, titles)
+
+    random_id = re.compile(r"connection '[A-Za-z0-9]{8}'")
+    ok = _call(ui_api, "/api/v2/connections/test", {
+        "connection_id": "zk_form", "conn_type": "zookeeper", "host": zookeeper.host,
+        "port": zookeeper.port, "schema": zk_chroot,
+    })  # fmt: skip
+    assert ok == {"status": True, "message": f"connected to ZooKeeper {zookeeper.host}:{zookeeper.port}"}, ok
+    failed = _call(ui_api, "/api/v2/connections/test", {
+        "connection_id": "src_form", "conn_type": "mysql", "host": mariadb.host, "port": mariadb.port,
+        "login": "nobody_" + uuid.uuid4().hex[:6], "password": "wrong-password",
+    })  # fmt: skip
+    assert failed["status"] is False and mariadb.host in failed["message"], failed
+    assert not random_id.search(failed["message"]) and "wrong-password" not in failed["message"], failed

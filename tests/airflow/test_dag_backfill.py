@@ -7,6 +7,7 @@ equal to the source at the last end. Refusals are unit-tested on the planner."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,30 @@ def test_plan_maps_intervals_and_merges_shared_targets() -> None:
         ("2026-11-21T11:00:00+00:00", c),
         (c, "2026-11-21T12:30:00+00:00"),
     ]
+
+
+def test_start_from_takes_a_recorded_run_summary_as_object_or_json() -> None:
+    """The README's "``start_from``: ... a run's summary": the DAG's param accepts the XCom summary
+    as an object or as its JSON text (the trigger form's text field), and the plan hands the
+    operator the summary itself (``parse_point`` reads its ``end``)."""
+    import copy
+    import runpy
+
+    from airflow_provider_binlog.canal.points import parse_point
+
+    summary = {
+        "destination": "shop", "start": "mysql-bin.000003:4", "end": "mysql-bin.000003:9120",
+        "tables": {"lake.shop.orders": {"commits": 1}}, "snapshots": {"lake.shop.orders": "84199"},
+    }  # fmt: skip
+    dag = runpy.run_path(str(Path(__file__).parents[2] / "dags" / "example_binlog_backfill.py"))["dag"]
+    for given in (summary, json.dumps(summary), "mysql-bin.000003:4"):
+        params = copy.deepcopy(dag.params)
+        params.update({"start_from": given})
+        assert params.validate()["start_from"] == given  # the schema takes it: no ParamValidationError
+        (run,) = plan_backfill("r", {"shop.*": "lake.x.{table}"}, start_from=given, stop_at="head")
+        expected = "mysql-bin.000003:4" if given == "mysql-bin.000003:4" else "mysql-bin.000003:9120"
+        assert parse_point(run["start_from"]).position == expected
+    (run,) = plan_backfill("r", {"shop.*": "lake.x.{table}"}, [[json.dumps(summary), "head"]])
+    assert run["start_from"] == summary and run["destination"] == "backfill-r-mysql_bin_000003_9120"
+    with pytest.raises(ValueError, match="no valid JSON"):
+        plan_backfill("r", {"shop.*": "lake.x.{table}"}, start_from='{"end": ')

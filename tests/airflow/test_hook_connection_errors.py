@@ -40,9 +40,13 @@ def test_wrong_port_names_the_connection(monkeypatch: pytest.MonkeyPatch, mariad
     port = free_port()
     uri = mysql_uri(mariadb).replace(f":{mariadb.port}", f":{port}")
     _env(monkeypatch, "src_wrong_port", uri)
-    for message in _failures("src_wrong_port"):
+    *raised, tested = _failures("src_wrong_port")
+    for message in raised:
         assert "connection 'src_wrong_port'" in message and f"127.0.0.1:{port}" in message, message
         assert mariadb.repl_password not in message, message
+    # the Test button's message: the host, not the id (the UI tests under a random one)
+    assert "src_wrong_port" not in tested and f"127.0.0.1:{port}" in tested, tested
+    assert mariadb.repl_password not in tested, tested
 
 
 @pytest.mark.parametrize(
@@ -65,7 +69,9 @@ def test_tls_failure_names_the_connection(
         pytest.skip("this MariaDB offers TLS")
     conn_id = f"src_{case}"
     _env(monkeypatch, conn_id, f"{mysql_uri(mariadb)}?ssl_ca={ca}")
-    for message in _failures(conn_id):
+    *raised, tested = _failures(conn_id)
+    for message in raised:
         assert f"connection '{conn_id}'" in message and f"127.0.0.1:{mariadb.port}" in message, message
         assert expect in message, message
         assert mariadb.repl_password not in message, message
+    assert conn_id not in tested and f"127.0.0.1:{mariadb.port}" in tested and expect in tested, tested

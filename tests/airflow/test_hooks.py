@@ -42,7 +42,7 @@ def test_test_connection_ok(
 ) -> None:
     ok, message = BinlogHook().test_connection()
     assert ok, message
-    where = f"source {mariadb.host}:{mariadb.port} (connection 'mysql_default')"
+    where = f"source {mariadb.host}:{mariadb.port}"  # no connection id: the UI tests under a random one
     assert f"{where} ready for binlog CDC, head mysql-bin." in message, message
     assert f"connected to ZooKeeper {zookeeper.hosts}" in message
     _no_secret(message, mariadb.repl_password)
@@ -97,7 +97,7 @@ def test_test_connection_missing_privilege(
     )
     assert hook.check_source() == [problem]
     ok, message = hook.test_connection()
-    where = f"source {mariadb.host}:{mariadb.port} (connection 'mysql_default')"
+    where = f"source {mariadb.host}:{mariadb.port}"  # no connection id: the UI tests under a random one
     assert not ok and message == f"{where} is not ready for binlog CDC: {problem}", message
     _no_secret(message, password)
 
@@ -130,7 +130,7 @@ def test_test_connection_names_every_binlog_problem(
         mariadb.execute(f"SET GLOBAL binlog_row_image = '{image}'")
     assert not ok
     expected = [
-        f"source {mariadb.host}:{mariadb.port} (connection 'src_wrong') is not ready for binlog CDC: ",
+        f"source {mariadb.host}:{mariadb.port} is not ready for binlog CDC: ",
         "binlog_format is MIXED, needs ROW: SET GLOBAL binlog_format = 'ROW'",
         "binlog_row_image is MINIMAL, needs FULL: SET GLOBAL binlog_row_image = 'FULL'",
         f"the replica server_id {mariadb.server_id} is the source's own server_id",

@@ -265,7 +265,8 @@ def test_missing_replication_privilege(
 
 
 CRASH_SCRIPT = """
-import json, sys
+import json, logging, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 sys.path.insert(0, {harness!r})
 from airflow_harness import make_context
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
@@ -295,6 +296,10 @@ def test_crash_between_commit_and_ack_then_rerun(
         proc = subprocess.run([sys.executable, "-c", script], env=env, stdout=out, stderr=subprocess.STDOUT,
                               timeout=600, check=False)  # fmt: skip
     assert proc.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+    # the killed attempt said what it committed before it died (its ack never came)
+    assert re.search(
+        r"chunk 1 \(\d+ batches, \d+ changes, \d+ row images\): committed to lake\.", log.read_text()
+    )
 
     meta = meta_manager(zookeeper, zk_chroot)
     try:
@@ -312,6 +317,14 @@ def test_crash_between_commit_and_ack_then_rerun(
         summary = retry.execute(context)
         for batch_id in marks:
             assert f"batch {batch_id} (" in caplog.text, caplog.text[-3000:]
+        # the retry's log is coherent: what it re-read was already in the lake, nothing written
+        assert f"an earlier attempt left {len(marks)} batches unacked" in caplog.text
+        assert "as 0 row images" not in caplog.text and "): committed to lake." not in caplog.text
+        assert "already in the lake (" in caplog.text
+        assert summary["commits"] == 0, summary  # as every table's
+        assert re.search(
+            r"done, \d+ changes in \d+ batches, 0 chunks committed, \d+ already in the lake", caplog.text
+        )
         assert (
             "already committed to " + ", ".join(f"lake.{ns}.{t}" for t in sorted(TABLE_NAMES)) in caplog.text
         )

@@ -11,6 +11,7 @@ forward, the cursor before it. Run on a FULL and a MINIMAL ``binlog_row_metadata
 from __future__ import annotations
 
 import decimal
+import logging
 import os
 import re
 import uuid
@@ -132,7 +133,7 @@ def _cursor(zookeeper: ZooKeeperServer, zk_chroot: str, dest: str) -> BinlogPosi
         meta.client.close()
 
 
-def test_ddl_classes_in_one_run_and_across_runs(harness: Harness) -> None:
+def test_ddl_classes_in_one_run_and_across_runs(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
     h, db = harness, harness.db
     h.sql(
         f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, b VARCHAR(20), d DECIMAL(10,2))",
@@ -165,7 +166,15 @@ def test_ddl_classes_in_one_run_and_across_runs(harness: Harness) -> None:
         f"INSERT INTO {db}.u VALUES (3, '2024-02-29', 3)",
         f"DROP TABLE {db}.w",
     )
+    caplog.set_level(logging.INFO)
     h.run()
+    # the run's log names the DDL it applied, table by table, with the statement and its position
+    applied = [r.getMessage() for r in caplog.records if r.name == "airflow_provider_binlog.lake.statements"]
+    said = "\n".join(applied)
+    assert f"lake.{db}.t: added column `x`, existing rows set to 7 (the statement at mysql-bin." in said, said
+    assert f"ALTER TABLE {db}.t ADD COLUMN x INT NOT NULL DEFAULT 7 AFTER a)" in said, said
+    assert f"lake.{db}.t: renamed column `b` to `b2`" in said, said
+    assert f"lake.{db}.t: changed the type of `d` to" in said, said
     h.assert_equal("t")
     h.assert_equal("u")
     h.assert_empty_or_missing("w")

@@ -179,6 +179,42 @@ def test_jvm_warnings_are_no_errors_in_the_task_log(
     jvm = [ln for ln in lines if ln.get("logger") in ("airflow_provider_binlog.spark", "task.stderr")]
     assert [ln for ln in jvm if ln["level"] in ("error", "critical")] == [], jvm
     assert any(f"destination {dest}: done" in str(ln.get("event")) for ln in lines)
+    # each line says something to the user (airflow_provider_binlog/quiet.py): no ZooKeeper session
+    # notes (the run opens several), no py4j traceback as the JVM goes away after "Pushing xcom", no
+    # Spark plan-truncation note; the warning that needs action (above) is still there
+    text = "\n".join(json.dumps(ln) for ln in lines)
+    assert [ln for ln in lines if str(ln.get("logger")).startswith(("kazoo", "py4j"))] == [], text[-3000:]
+    for noise in ("Zookeeper connection established", "Closing connection to", "Connection dropped",
+                  "ConnectionResetError", "Error while receiving", "Truncated the string representation",
+                  "version-hint.text"):  # fmt: skip
+        assert noise not in text, noise
+
+
+def test_a_missing_version_hint_after_a_killed_run_is_no_warning(
+    spark: Any, spark_warehouse: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run killed between writing a table's metadata and its version-hint.text leaves the hint
+    behind (or none): the next load of the table makes Iceberg warn with a FileNotFoundException and a
+    stack trace, then list the metadata files and go on. Through the driver's stderr
+    (lake/jvm_log.py) that record, trace included, is DEBUG: no warning, no error line."""
+    ns = f"hint_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE lake.{ns}.t (id INT) USING iceberg")
+    spark.sql(f"INSERT INTO lake.{ns}.t VALUES (1)")
+    (Path(spark_warehouse) / ns / "t" / "metadata" / "version-hint.text").unlink()
+    caplog.set_level(logging.DEBUG, logger="airflow_provider_binlog.spark")
+    spark.catalog.refreshTable(f"lake.{ns}.t")
+    assert spark.sql(f"SELECT id FROM lake.{ns}.t").collect()[0][0] == 1  # Iceberg recovered
+
+    def hint_lines() -> list[logging.LogRecord]:
+        return [
+            r for r in caplog.records if r.name == "airflow_provider_binlog.spark" and ns in r.getMessage()
+        ]
+
+    deadline = time.monotonic() + 60  # the driver's stderr is read by a thread of its own: wait for it
+    while not any("version-hint.text" in r.getMessage() for r in hint_lines()):
+        assert time.monotonic() < deadline, "Iceberg never said the version hint was missing"
+        time.sleep(0.2)
+    assert {r.levelno for r in hint_lines()} == {logging.DEBUG}, [r.getMessage() for r in hint_lines()]
 
 
 def run_dag_with_executor(
@@ -218,3 +254,26 @@ def run_dag_with_executor(
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return DagRunResult(proc.returncode, log_path.read_text(errors="replace"), time.monotonic() - started)
+
+
+def test_a_sensor_poke_opens_one_zookeeper_session_and_logs_none(
+    shop: Shop, conns: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A poke reads the cursor and peeks the binlog: one ZooKeeper session (the chroot is made once
+    per process, not by a second session per connection), and none of kazoo's connect/close notes
+    reach a task log at INFO (they are at DEBUG)."""
+    from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
+
+    sensor = BinlogEventSensor(
+        task_id="wait", destination=f"poke-{uuid.uuid4().hex[:8]}", tables={"shop.*": "lake.shop.{table}"},
+        start_from=shop.start_from, min_changes=10**6,
+    )  # fmt: skip
+    caplog.set_level(logging.DEBUG, logger="kazoo.client")
+    sessions = []
+    for _ in range(3):
+        caplog.clear()
+        assert not sensor.poke(make_context(task_id="wait")).is_done
+        closed = [r for r in caplog.records if r.getMessage().startswith("Zookeeper session closed")]
+        sessions.append(len(closed))
+        assert [r for r in caplog.records if r.name.startswith("kazoo") and r.levelno >= logging.INFO] == []
+    assert sessions[1:] == [1, 1], sessions  # 2 each before (a session to make the chroot)

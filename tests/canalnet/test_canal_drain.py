@@ -18,6 +18,7 @@ import pytest
 from airflow_provider_binlog.canalnet.client import CanalClient
 from airflow_provider_binlog.canalnet.server import CanalServer
 from airflow_provider_binlog.faults import KILL_MARK
+from airflow_provider_binlog.operators.assets import committed_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 CHILD = Path(__file__).with_name("canal_drain_child.py")
@@ -93,6 +94,12 @@ def test_the_lake_from_a_canal_server_is_exact_across_a_kill_between_commit_and_
     replay = result_of(out)
     assert lake_rows(replay) == source_rows(mariadb, database)
     assert replay["snapshots"] == 1, "the replayed batch was merged again"
+    # what the killed attempt committed is announced by this one (it emitted no event)
+    target = f"lake.{database}.t"
+    assert replay["summary"]["committed_earlier"] == [target]
+    event = committed_tables(replay["summary"])[target]
+    assert event["skipped"] > 0 and event["snapshot_id"] == replay["summary"]["snapshots"][target]
+    assert event["snapshot_id"].isdigit()
 
     mariadb.execute(f"UPDATE `{database}`.t SET amount = amount * 2 WHERE id % 2 = 0")
     mariadb.execute(f"DELETE FROM `{database}`.t WHERE id = 3")
@@ -106,3 +113,5 @@ def test_the_lake_from_a_canal_server_is_exact_across_a_kill_between_commit_and_
     if through == "operator":  # the end-of-run maintenance on this path too: a healthy table, no action
         (maintained,) = later["summary"]["maintenance"]["tables"].values()
         assert maintained["ran"] == [] and maintained["before"]["snapshots"] == 2
+    assert "committed_earlier" not in later["summary"]  # nothing skipped: nothing announced twice
+    assert list(committed_tables(later["summary"])) == [target]

@@ -121,7 +121,7 @@ class Counts:
     changes: int
 
     def as_dict(self) -> dict[str, int]:
-        return {"changes": self.changes}
+        return {"changes": self.changes, "commits": 1}
 
 
 @dataclass
@@ -228,7 +228,7 @@ def test_a_run_without_crash_commits_and_acks_every_batch_in_order(
     assert instance.store.released == list(range(1, 11))  # folded, then released, each once
     check_acks(log, instance)
     assert loop.changes == 30 and loop.batches == 10 and loop.commits == merger.commits >= 2
-    assert loop.totals == {"lake.t": {"changes": 30}}
+    assert loop.totals == {"lake.t": {"changes": 30, "commits": loop.commits}}
     # the failpoints in their places: a chunk is committed, then its batches acked one by one
     names = [e[1] for e in log.of("failpoint")]
     assert names.count("drain") == 10 and names.count("ack") == 10

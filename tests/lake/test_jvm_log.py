@@ -74,3 +74,34 @@ def test_a_commit_failing_after_the_jvm_stopped_names_why(monkeypatch: pytest.Mo
     assert message.startswith("commit to `lake`.`db`.`t` (changes f.000001:4 to f.000001:9) failed in Spark")
     assert "stopped on java.lang.OutOfMemoryError: Cannot reserve 4194304 bytes of direct buffer" in message
     assert "-XX:MaxDirectMemorySize" in message and "run the task again" in message
+
+
+ROUTINE = [  # records a task recovers from or that need nothing of the user: DEBUG, stack trace too
+    b"26/12/01 21:10:03 WARN SparkStringUtils: Truncated the string representation of a plan since it "
+    b"was too large. This behavior can be adjusted by setting 'spark.sql.debug.maxToStringFields'.\n",
+    b"26/12/01 21:10:04 WARN HadoopTableOperations: Error reading version hint file "
+    b"/wh/shop/orders/metadata/version-hint.text\n",
+    b"java.io.FileNotFoundException: File /wh/shop/orders/metadata/version-hint.text does not exist\n",
+    b"\tat org.apache.hadoop.fs.RawLocalFileSystem.deprecatedGetFileStatus(RawLocalFileSystem.java:779)\n",
+    b"\tat org.apache.iceberg.hadoop.HadoopTableOperations.findVersion(HadoopTableOperations.java:318)\n",
+]
+NEEDS_ACTION = b"26/12/01 21:10:05 WARN NativeCodeLoader: Unable to load native-hadoop library\n"
+
+
+def test_routine_jvm_records_go_to_debug_with_their_stack_trace(caplog: pytest.LogCaptureFixture) -> None:
+    """After a killed run Iceberg warns that version-hint.text is missing (with the exception on a line
+    of its own and a stack trace), then lists the metadata and goes on: no line of it is a warning or
+    an error in the task log, and the exception's line belongs to its WARN record (not an ERROR line
+    of its own); Spark's plan-truncation note too. A warning that needs action stays."""
+    got = list(levels(ROUTINE[1:3]))
+    assert [level for level, _ in got] == [W, W]  # the exception line continues the WARN record
+    caplog.set_level(logging.INFO, logger="airflow_provider_binlog.spark")
+    jvm_log._pump(io.BytesIO(b"".join([*ROUTINE, NEEDS_ACTION])))
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "airflow_provider_binlog.spark"]
+    assert said == [(W, NEEDS_ACTION.decode().strip())], said
+    caplog.clear()
+    caplog.set_level(logging.DEBUG, logger="airflow_provider_binlog.spark")
+    jvm_log._pump(io.BytesIO(b"".join(ROUTINE)))  # still there at DEBUG
+    debug = [r for r in caplog.records if r.name == "airflow_provider_binlog.spark"]
+    assert [r.levelno for r in debug] == [logging.DEBUG] * len(ROUTINE)
+    assert "version-hint.text does not exist" in debug[2].getMessage()

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from airflow_provider_binlog.canal.errors import MetaAuthError
 from airflow_provider_binlog.canal.meta.zookeeper import CONNECTION_RETRY
 from airflow_provider_binlog.errors import ConfigurationError
+from airflow_provider_binlog.quiet import install
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ def normal_chroot(chroot: str | None) -> str:
     return chroot.rstrip("/")
 
 
+_MADE_CHROOTS: set[tuple[str, str]] = set()
+"""``(hosts, chroot)`` this process has made sure of: a later connection opens one session, not a
+second one to create the chroot (a sensor's poke connects more than once)."""
+
+
 def connect_zookeeper(config: ZooKeeperConfig) -> Any:
     """A started :class:`kazoo.client.KazooClient` on ``config.chroot`` (created if missing), with
     digest credentials and ACLs as configured; its access checked once, so wrong credentials fail
@@ -84,7 +90,8 @@ def connect_zookeeper(config: ZooKeeperConfig) -> Any:
         from kazoo.security import make_digest_acl
 
         acl = [make_digest_acl(config.user, config.password, all=True)]
-    if config.chroot:
+    install()  # kazoo's connect/close notes at DEBUG, an outage's repeated warnings folded (..quiet)
+    if config.chroot and (config.hosts, config.chroot) not in _MADE_CHROOTS:
         root = KazooClient(hosts=config.hosts, timeout=config.timeout, auth_data=auth, default_acl=acl)
         try:
             root.start(timeout=config.timeout)
@@ -94,6 +101,7 @@ def connect_zookeeper(config: ZooKeeperConfig) -> Any:
         finally:
             root.stop()
             root.close()
+        _MADE_CHROOTS.add((config.hosts, config.chroot))
     client = KazooClient(
         hosts=config.hosts + config.chroot, timeout=config.timeout, auth_data=auth, default_acl=acl,
         connection_retry=CONNECTION_RETRY,
