@@ -165,7 +165,7 @@ def check_lake(warehouse: str | None, catalog: str, conf: dict[str, str]) -> Non
     import os
     from pathlib import Path
 
-    from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, default_warehouse
+    from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, default_warehouse
 
     prefix = f"spark.sql.catalog.{catalog}"
     if {prefix, f"{prefix}.type", f"{prefix}.catalog-impl", f"{prefix}.warehouse"} & conf.keys():
@@ -195,7 +195,8 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc verify``; return 0 when every table is equal, else 1."""
     import pymysql
 
-    from airflow_provider_binlog.lake import session, verify
+    from airflow_provider_binlog.lake import verify
+    from airflow_provider_binlog.lake.spark import session
 
     out = out or sys.stdout
     tables = parse_tables(args.tables)

@@ -381,7 +381,7 @@ def _drain(params: dict[str, Any], destination: str) -> Any:
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
     from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.spark.session import create_session
 
     source = source_from_uri(params["source_uri"], "the bench source")
     zk = ZooKeeperConfig.from_uri(params["zk_uri"], "the bench ZooKeeper") if params["zk_uri"] else None
@@ -943,7 +943,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ok = True
         if not args.no_verify:
-            from airflow_provider_binlog.lake.session import create_session
+            from airflow_provider_binlog.lake.spark.session import create_session
             from airflow_provider_binlog.lake.verify import verify_tables
 
             t0 = time.perf_counter()

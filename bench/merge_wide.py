@@ -19,7 +19,7 @@ of JVM objects Python dropped).
 
 Measured 2026-11-29 03:44-03:48 UTC (load 0.8-2.9), 40 tables x 2000 changes, round 1, every
 table merged by the driver: 404 py4j calls and 0.156 JVM CPU-seconds per commit before
-``lake/java_classes.py`` and ``lake/table_schema.py``, 200 and 0.094 after.
+``lake/spark/java_classes.py`` and ``lake/spark/table_schema.py``, 200 and 0.094 after.
 
 Measured 2026-11-29 12:42-13:02 UTC (load 1.0-2.7), 20 tables x 2000 changes, 12 rounds: py4j
 calls per commit in the 12th round 384 / 346 with ``lake/content_files.py`` (the planned files
@@ -72,7 +72,7 @@ from merge import schema_of  # bench/merge.py: the same table shape
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
-from airflow_provider_binlog.lake.session import create_session
+from airflow_provider_binlog.lake.spark.session import create_session
 
 
 class Source:

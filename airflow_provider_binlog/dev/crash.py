@@ -351,7 +351,7 @@ def _child(spec: RunSpec, run_id: str, try_number: int) -> None:
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
     from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.spark.session import create_session
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("py4j", "kazoo"):

@@ -84,8 +84,8 @@ def _child(spec: ShardSpec) -> None:
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
     from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf
     from airflow_provider_binlog.lake.shards import bind_options, check_routes
+    from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("py4j", "kazoo"):

@@ -563,7 +563,7 @@ class Drain:
 
     def _stop_spark(self) -> None:
         if self.spark is not None and self.settings.stop_spark:
-            from airflow_provider_binlog.lake.session import stop_session
+            from airflow_provider_binlog.lake.spark.session import stop_session
 
             stop_session(self.spark)
         elif self._staging_conf is not None:  # the session lives on: its own staging setting back

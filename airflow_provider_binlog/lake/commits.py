@@ -98,9 +98,9 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import jvm_helpers, jvm_log
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
-from airflow_provider_binlog.lake.java_classes import java_class, java_private_static, java_static
+from airflow_provider_binlog.lake.spark import jvm_helpers, jvm_log
+from airflow_provider_binlog.lake.spark.java_classes import java_class, java_private_static, java_static
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -237,7 +237,7 @@ def load_iceberg_table(spark: SparkSession, name: str) -> Any | None:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import AnalysisException
 
-    from airflow_provider_binlog.lake.session import activate
+    from airflow_provider_binlog.lake.spark.session import activate
 
     activate(spark)  # Spark3Util resolves the catalog through the thread's active session
     load = java_static(spark, "org.apache.iceberg.spark.Spark3Util", "loadIcebergTable")

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import jvm_helpers
+from airflow_provider_binlog.lake.spark import jvm_helpers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -40,8 +40,8 @@ from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError, TypeMappingError
 from airflow_provider_binlog.lake.maintenance.policy import DEFAULT_POLICY
 from airflow_provider_binlog.lake.options import TargetOptions, option_columns
+from airflow_provider_binlog.lake.spark.table_schema import spark_fields
 from airflow_provider_binlog.lake.sql import quote_parts
-from airflow_provider_binlog.lake.table_schema import spark_fields
 from airflow_provider_binlog.lake.types import LakeColumn, map_column, widening
 
 if TYPE_CHECKING:

@@ -66,7 +66,7 @@ def describe_table(spark: SparkSession, target: str) -> dict[str, Any]:
     :param target: the table's name (dotted, parts in backticks where needed).
     """
     from airflow_provider_binlog.lake.commits import load_iceberg_table
-    from airflow_provider_binlog.lake.table_schema import spark_fields
+    from airflow_provider_binlog.lake.spark.table_schema import spark_fields
 
     name = quote_parts(parse_name(target))
     table = load_iceberg_table(spark, name)

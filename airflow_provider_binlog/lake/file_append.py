@@ -45,11 +45,11 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import jvm_helpers
 from airflow_provider_binlog.lake.commits import commit_tagged, java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.spark import jvm_helpers
+from airflow_provider_binlog.lake.spark.table_facts import TableFacts, table_facts
 from airflow_provider_binlog.lake.staging import filesystem_of
-from airflow_provider_binlog.lake.table_facts import TableFacts, table_facts
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:

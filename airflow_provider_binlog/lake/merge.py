@@ -51,7 +51,7 @@ from airflow_provider_binlog.lake.options import (
 from airflow_provider_binlog.lake.pending import Pending
 from airflow_provider_binlog.lake.routes import Resolver, TargetRoutes
 from airflow_provider_binlog.lake.runner import Step, TargetRunner, table_lock
-from airflow_provider_binlog.lake.session import activate
+from airflow_provider_binlog.lake.spark.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 from airflow_provider_binlog.lake.staging import StagedViews, StagingArea
 from airflow_provider_binlog.lake.statements import Statements

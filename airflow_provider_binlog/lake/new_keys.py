@@ -51,9 +51,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_binlog.lake import file_append
-from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
-from airflow_provider_binlog.lake.table_schema import Columns, columns_of
+from airflow_provider_binlog.lake.spark.java_classes import java_static
+from airflow_provider_binlog.lake.spark.table_schema import Columns, columns_of
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:

@@ -58,12 +58,13 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import content_files, file_append, jvm_helpers, puffin
+from airflow_provider_binlog.lake import content_files, file_append, puffin
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.new_keys import range_filter
 from airflow_provider_binlog.lake.options import ACTION_COLUMN
-from airflow_provider_binlog.lake.table_facts import TableFacts, table_facts
+from airflow_provider_binlog.lake.spark import jvm_helpers
+from airflow_provider_binlog.lake.spark.java_classes import java_static
+from airflow_provider_binlog.lake.spark.table_facts import TableFacts, table_facts
 from airflow_provider_binlog.lake.types import LakeColumn
 
 if TYPE_CHECKING:

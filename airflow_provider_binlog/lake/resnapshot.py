@@ -37,9 +37,9 @@ from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns, new_table_properties
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.runner import table_lock
-from airflow_provider_binlog.lake.session import activate
 from airflow_provider_binlog.lake.shard_swap import shard_swap
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
+from airflow_provider_binlog.lake.spark.session import activate
 from airflow_provider_binlog.lake.sql import name_text, parse_name, quote_parts
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.session import activate
+from airflow_provider_binlog.lake.spark.session import activate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -254,7 +254,7 @@ class BinlogToSparkOperator(BaseOperator):
 
     def _spark(self) -> Any:
         """Start (or join) the SparkSession (called by the drain in its committer thread)."""
-        from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, create_session
+        from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, create_session
 
         warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
         conf = dict(self.spark_conf or {})
@@ -272,7 +272,7 @@ class BinlogToSparkOperator(BaseOperator):
         """The JDBC catalog settings of ``catalog_conn_id`` (holding its password: never log them)."""
         from airflow.sdk import BaseHook
 
-        from airflow_provider_binlog.lake.session import default_warehouse, jdbc_catalog_conf, jdbc_uri
+        from airflow_provider_binlog.lake.spark.session import default_warehouse, jdbc_catalog_conf, jdbc_uri
 
         conn_id = str(self.catalog_conn_id)
         conn = BaseHook.get_connection(conn_id)

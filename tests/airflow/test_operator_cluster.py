@@ -123,7 +123,7 @@ VERIFY_JDBC = textwrap.dedent(
     """
     import os, sys
     from airflow_provider_binlog.drain.wiring import source_connection, source_from_uri
-    from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf
+    from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
     from airflow_provider_binlog.lake.verify import verify_tables
 
     e = os.environ

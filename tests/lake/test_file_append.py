@@ -499,7 +499,7 @@ def test_a_commit_that_fails_after_it_landed_keeps_its_file(
 
 @pytest.mark.parametrize("catalog", ["lake", "resolving"])
 def test_a_data_file_s_metrics_equal_iceberg_s_file_metrics(spark: Any, catalog: str, tmp_path: Any) -> None:
-    """A data file's metrics (``data_file``, in the JVM helper of ``lake/jvm_helpers.py``) read with
+    """A data file's metrics (``data_file``, in the JVM helper of ``lake/spark/jvm_helpers.py``) read with
     the file IO's Hadoop configuration (``HadoopFileIO``: the lake catalog) or by ``fileMetrics``
     itself (any other file IO: a catalog with ``ResolvingFileIO``) equal ``fileMetrics``'s, for
     nulls, NaN, long strings a bound truncates and per-column modes; the file is the one given."""

@@ -22,8 +22,8 @@ from airflow_provider_binlog.lake.merge import (
     committed_marks,
     merge_batch,
 )
+from airflow_provider_binlog.lake.spark.table_facts import table_facts
 from airflow_provider_binlog.lake.sql import name_text, quote_parts
-from airflow_provider_binlog.lake.table_facts import table_facts
 
 from .model import SourceTable, all_type_columns, read_table
 

@@ -187,8 +187,8 @@ def test_the_range_filter_is_the_expression_icebergs_builders_make(spark: Any) -
     """Built from Iceberg's JSON in one call: the same expression as ``Expressions.and`` of
     ``greaterThanOrEqual`` and ``lessThanOrEqual`` per ranged column (names as the table spells
     them), and none for a column that is not an int or long one, or a range past a long."""
-    from airflow_provider_binlog.lake.java_classes import java_class, java_static
-    from airflow_provider_binlog.lake.table_schema import Columns, Field
+    from airflow_provider_binlog.lake.spark.java_classes import java_class, java_static
+    from airflow_provider_binlog.lake.spark.table_schema import Columns, Field
 
     schema = Columns(
         (Field(1, "Id", "int", False), Field(2, "k é", "long", True), Field(3, "s", "string", True))

@@ -24,8 +24,8 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import Entry, Op
 from airflow_provider_binlog.lake import commits, content_files, file_append, new_keys, position_delta
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.java_classes import java_static
 from airflow_provider_binlog.lake.merge import TargetOptions, merge_batch
+from airflow_provider_binlog.lake.spark.java_classes import java_static
 
 from .test_merge import _end, _row, _simple_table
 

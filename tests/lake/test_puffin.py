@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_binlog.lake import puffin
-from airflow_provider_binlog.lake.java_classes import java_class, java_static
+from airflow_provider_binlog.lake.spark.java_classes import java_class, java_static
 
 BLOBS = [
     puffin.Blob(b"\x00\x01abc", {"referenced-data-file": "/w/a é.parquet", "cardinality": "3"}),
