@@ -54,8 +54,8 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.errors import ConfigurationError
-from airflow_provider_binlog.lake import arrow_native
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.native import arrow_native
 from airflow_provider_binlog.lake.sql import parse_name
 from airflow_provider_binlog.lake.sql import quote as quote_ident
 from airflow_provider_binlog.lake.types import LakeColumn, LakeType, arrow_schema

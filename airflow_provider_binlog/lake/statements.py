@@ -27,14 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import (
-    commits,
-    file_append,
-    fold_native,
-    merge_sql,
-    new_keys,
-    position_delta,
-)
+from airflow_provider_binlog.lake import commits, merge_sql
 from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import (
     Held,
@@ -47,6 +40,7 @@ from airflow_provider_binlog.lake.collapse import (
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
+from airflow_provider_binlog.lake.native import file_append, fold_native, new_keys, position_delta
 from airflow_provider_binlog.lake.options import (
     ACTION_COLUMN,
     META_COLUMNS,

@@ -24,9 +24,10 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake import commits, position_delta
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import ChangeMerger
+from airflow_provider_binlog.lake.native import position_delta
 from airflow_provider_binlog.lake.spark.session import create_session, driver_java_options
 
 

@@ -15,8 +15,8 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, Op, OrderKey, RowChange
-from airflow_provider_binlog.lake import position_delta
 from airflow_provider_binlog.lake.merge import merge_batch
+from airflow_provider_binlog.lake.native import position_delta
 from airflow_provider_binlog.lake.spark.session import VECTORIZATION
 
 pytestmark = pytest.mark.spark

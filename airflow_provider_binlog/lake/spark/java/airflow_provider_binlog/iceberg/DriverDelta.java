@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The JVM side of a merge by the driver (airflow_provider_binlog/lake/position_delta.py), in a few
+ * The JVM side of a merge by the driver (airflow_provider_binlog/lake/native/position_delta.py), in a few
  * py4j calls instead of one per Iceberg builder step. Compiled in the driver's JVM by Janino (Spark's
  * own compiler) when first needed (airflow_provider_binlog/lake/spark/jvm_helpers.py): plain Java without
  * lambdas, try-with-resources, static interface methods or inferred generic types, which Janino does

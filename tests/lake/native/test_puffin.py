@@ -1,4 +1,4 @@
-"""Puffin files laid out in Python (``lake/puffin.py``): the same bytes and footer as Iceberg's JVM
+"""Puffin files laid out in Python (``lake/native/puffin.py``): the same bytes and footer as Iceberg's JVM
 ``PuffinWriter`` writes for the same blobs, and read back by Iceberg's ``PuffinReader``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_binlog.lake import puffin
+from airflow_provider_binlog.lake.native import puffin
 from airflow_provider_binlog.lake.spark.java_classes import java_class, java_static
 
 BLOBS = [

@@ -1,5 +1,5 @@
 """Inserts written as a data file by the driver and committed through Iceberg's API
-(``lake/file_append.py``), against real local Spark + Iceberg: pieces of new keys and append-only
+(``lake/native/file_append.py``), against real local Spark + Iceberg: pieces of new keys and append-only
 chunks of every type read back as the model says and as Spark's own write of the same rows, with
 the same column metrics; the tables Spark must write are refused; a commit Iceberg refuses leaves
 no file behind, one that may have landed keeps it; a location the driver cannot write is left to
@@ -17,11 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_binlog.lake import commits, file_append, new_keys
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+from airflow_provider_binlog.lake.native import file_append, new_keys
 
-from .model import SourceTable, all_type_columns, read_table
-from .test_merge import _end
+from ..model import SourceTable, all_type_columns, read_table
+from ..test_merge import _end
 
 pytestmark = pytest.mark.spark
 
@@ -438,7 +439,7 @@ def test_a_location_the_driver_cannot_write_is_left_to_spark(
 def test_an_insert_the_driver_writes_makes_no_view(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A staged piece's view is made when a statement first reads it: never for an insert or a
     MERGE the driver writes, once for Spark's MERGE; none is left after the merger closed."""
-    from airflow_provider_binlog.lake import position_delta
+    from airflow_provider_binlog.lake.native import position_delta
     from airflow_provider_binlog.lake.staging import StagedViews
 
     made: list[str] = []

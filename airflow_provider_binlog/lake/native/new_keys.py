@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_binlog.lake import file_append
+from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
 from airflow_provider_binlog.lake.spark.java_classes import java_static
 from airflow_provider_binlog.lake.spark.table_schema import Columns, columns_of

@@ -17,9 +17,10 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Op, OrderKey, RowChange, TransactionEnd
-from airflow_provider_binlog.lake import collapse, fold_native, routes, statements
+from airflow_provider_binlog.lake import collapse, routes, statements
 from airflow_provider_binlog.lake.collapse import Piece, delete_count, fold
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.native import fold_native
 
 pytestmark = pytest.mark.skipif(
     fold_native.NATIVE is None, reason="C fold not built (or BINLOG_CDC_PURE_PYTHON)"

@@ -58,9 +58,9 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import content_files, file_append, puffin
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.new_keys import range_filter
+from airflow_provider_binlog.lake.native import content_files, file_append, puffin
+from airflow_provider_binlog.lake.native.new_keys import range_filter
 from airflow_provider_binlog.lake.options import ACTION_COLUMN
 from airflow_provider_binlog.lake.spark import jvm_helpers
 from airflow_provider_binlog.lake.spark.java_classes import java_static

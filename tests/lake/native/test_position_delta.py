@@ -1,4 +1,4 @@
-"""The driver's own MERGE (``lake/position_delta.py``) against real local Spark + Iceberg: random
+"""The driver's own MERGE (``lake/native/position_delta.py``) against real local Spark + Iceberg: random
 chunks of inserts, updates, key changes and deletes leave the table, counts and marks Spark's
 MERGE leaves, value for value; deletion vectors read back as Spark wrote them and Spark reads the
 driver's; a writer within the range after the plan makes the commit conflict and the retry
@@ -22,12 +22,13 @@ from pyroaring import BitMap64
 from airflow_provider_binlog.binlog.columns import ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import Entry, Op
-from airflow_provider_binlog.lake import commits, content_files, file_append, new_keys, position_delta
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.merge import TargetOptions, merge_batch
+from airflow_provider_binlog.lake.native import content_files, file_append, new_keys, position_delta
 from airflow_provider_binlog.lake.spark.java_classes import java_static
 
-from .test_merge import _end, _row, _simple_table
+from ..test_merge import _end, _row, _simple_table
 
 pytestmark = pytest.mark.spark
 

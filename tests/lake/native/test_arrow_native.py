@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_binlog.lake import arrow_native
+from airflow_provider_binlog.lake.native import arrow_native
 from airflow_provider_binlog.lake.staging import from_columns
 from airflow_provider_binlog.lake.types import (
     BIGINT,

@@ -1,10 +1,10 @@
-"""The files the driver's merge plans, read from Iceberg's JSON (``lake/content_files.py``): a
+"""The files the driver's merge plans, read from Iceberg's JSON (``lake/native/content_files.py``): a
 task's JSON read as the plan needs it. The scan against Spark's own deletion vectors is in
 ``test_position_delta.py``."""
 
 from __future__ import annotations
 
-from airflow_provider_binlog.lake import content_files
+from airflow_provider_binlog.lake.native import content_files
 
 
 def test_a_delete_file_that_is_not_a_deletion_vector_is_not_planned() -> None:

@@ -1,7 +1,7 @@
-"""A piece whose keys no row of the table can hold is inserted instead of merged (``lake/new_keys.py``),
-against real local Spark + Iceberg: the same table as the MERGE leaves, the marks and counts of the
-MERGE, the MERGE wherever a staged key may be in the table, and a writer that commits a key of the
-range between the check and the insert makes the insert conflict and the retry merge."""
+"""A piece whose keys no row of the table can hold is inserted instead of merged
+(``lake/native/new_keys.py``), against real local Spark + Iceberg: the same table as the MERGE leaves, the
+marks and counts of the MERGE, the MERGE wherever a staged key may be in the table, and a writer that
+commits a key of the range between the check and the insert makes the insert conflict and the retry merge."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_binlog.canal.change import Entry, Op
-from airflow_provider_binlog.lake import commits, file_append, new_keys
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, merge_batch
+from airflow_provider_binlog.lake.native import file_append, new_keys
 
-from .test_merge import _end, _row, _simple_table
+from ..test_merge import _end, _row, _simple_table
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +34,7 @@ def _inserts(schema: Any, keys: range, n: int, value: str = "x") -> list[Entry]:
 @pytest.fixture(params=["driver", "spark"])
 def inserted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The targets an insert wrote to (the real functions run): by a data file the driver writes
-    (``lake/file_append.py``) or, with it off, by Spark; no insert took the other way."""
+    (``lake/native/file_append.py``) or, with it off, by Spark; no insert took the other way."""
     calls: list[str] = []
     ways: list[str] = []
     real_spark, real_file = new_keys.insert, new_keys.insert_file
