@@ -380,8 +380,8 @@ def _drain(params: dict[str, Any], destination: str) -> Any:
         store_capacity,
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
-    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     source = source_from_uri(params["source_uri"], "the bench source")
     zk = ZooKeeperConfig.from_uri(params["zk_uri"], "the bench ZooKeeper") if params["zk_uri"] else None
@@ -457,7 +457,8 @@ class Probe:
         import logging
         import re
 
-        from airflow_provider_binlog.lake import commits, merge
+        from airflow_provider_binlog.lake import commits
+        from airflow_provider_binlog.lake.write import merge
 
         load = commits.load_iceberg_table
 

@@ -84,9 +84,9 @@ def measure(batches: list[list[Any]]) -> tuple[float, float, int, int]:
     from airflow_provider_binlog.lake.options import ACTION_COLUMN, TargetOptions
     from airflow_provider_binlog.lake.pending import Pending
     from airflow_provider_binlog.lake.routes import TargetRoutes
-    from airflow_provider_binlog.lake.staging import StagingArea
-    from airflow_provider_binlog.lake.statements import piece_columns
     from airflow_provider_binlog.lake.types import STRING, LakeColumn
+    from airflow_provider_binlog.lake.write.staging import StagingArea
+    from airflow_provider_binlog.lake.write.statements import piece_columns
 
     routes = TargetRoutes({f"bench.{t}": f"lake.bench.{t}" for t in ("customers", "orders", "events")})
     opts = TargetOptions()

@@ -71,8 +71,8 @@ from merge import schema_of  # bench/merge.py: the same table shape
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.spark.session import create_session
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 
 class Source:

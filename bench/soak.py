@@ -49,8 +49,8 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.maintenance import MaintenancePolicy, maintain_table
 from airflow_provider_binlog.lake.maintenance.health import read_health
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.spark.session import create_session
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 SCHEMA = TableSchema(
     "bench",

@@ -37,9 +37,9 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
     import psutil
 
     t0 = time.monotonic()
-    from airflow_provider_binlog.lake.merge import ChangeMerger
     from airflow_provider_binlog.lake.spark.session import create_session
     from airflow_provider_binlog.lake.spark.training import training_changes
+    from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
     with tempfile.TemporaryDirectory(prefix="binlog-cdc-bench-start-") as work:
         spark = create_session(master="local[2]", warehouse=str(Path(work) / "wh"), conf=conf)

@@ -350,8 +350,8 @@ def _child(spec: RunSpec, run_id: str, try_number: int) -> None:
         store_capacity,
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
-    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("py4j", "kazoo"):

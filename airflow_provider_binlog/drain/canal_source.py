@@ -179,8 +179,8 @@ class CanalDrain:
 
     def _make_merger(self) -> Any:
         from airflow_provider_binlog.drain.source import known_routes
-        from airflow_provider_binlog.lake.merge import ChangeMerger
         from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
         spark = self.spark_factory()
         known = known_routes(self.connect, self.routes) if self.connect is not None else self.routes.exact

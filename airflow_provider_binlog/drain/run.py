@@ -49,7 +49,7 @@ from airflow_provider_binlog.drain.source import (
 if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
     from airflow_provider_binlog.canal.routing import Routes
-    from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+    from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class Drain:
         spark = self.spark_factory()
         uri = self.settings.staging_uri
         if uri and self._staging_conf is None:
-            from airflow_provider_binlog.lake.staging import STAGING_CONF
+            from airflow_provider_binlog.lake.write.staging import STAGING_CONF
 
             self._staging_conf = (spark, spark.conf.get(STAGING_CONF, None))
             spark.conf.set(STAGING_CONF, uri)
@@ -213,9 +213,9 @@ class Drain:
     def _make_merger(self) -> ChangeMerger:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
         (the first fold of a target would wait for Spark to load its table otherwise)."""
-        from airflow_provider_binlog.lake.merge import ChangeMerger
         from airflow_provider_binlog.lake.shard_writers import check_merger
         from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+        from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
         spark = self.spark or (self.session.result() if self.session is not None else self._spark())
         instance = self.instance  # staging tables of killed re-snapshot attempts go first
@@ -250,7 +250,7 @@ class Drain:
 
     def _clean_staging(self, root: str) -> None:
         """Remove the staging areas killed runs of this destination left (created before it was held)."""
-        from airflow_provider_binlog.lake.staging import clean_orphans, destination_folder
+        from airflow_provider_binlog.lake.write.staging import clean_orphans, destination_folder
 
         if self.held_at is None:
             return
@@ -496,7 +496,7 @@ class Drain:
         if merger is None or not committed:
             return {}
         found: dict[str, str] = {}
-        try:  # several tables read at once (lake/runner.py: TargetRunner.map)
+        try:  # several tables read at once (lake/write/runner.py: TargetRunner.map)
             for marks in merger.runner.map(merger.committed, dict.fromkeys(committed)):
                 for name, mark in marks.items():
                     if mark is not None and mark.snapshot_id >= 0:
@@ -567,7 +567,7 @@ class Drain:
 
             stop_session(self.spark)
         elif self._staging_conf is not None:  # the session lives on: its own staging setting back
-            from airflow_provider_binlog.lake.staging import STAGING_CONF
+            from airflow_provider_binlog.lake.write.staging import STAGING_CONF
 
             session, before = self._staging_conf
             session.conf.unset(STAGING_CONF) if before is None else session.conf.set(STAGING_CONF, before)

@@ -34,12 +34,13 @@ from airflow_provider_binlog.binlog.columns import ColumnDef
 from airflow_provider_binlog.canal import operations as ops
 from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import commits, merge_sql
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.ddl import TargetTables
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import DELETED_COLUMN, META_COLUMNS, TargetOptions, option_columns
 from airflow_provider_binlog.lake.sql import quote
 from airflow_provider_binlog.lake.types import LakeColumn, LakeType, map_column, map_columns, widening
+from airflow_provider_binlog.lake.write import merge_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -35,7 +35,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
-from airflow_provider_binlog.lake import merge_sql
 from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError, SchemaEvolutionError, TypeMappingError
 from airflow_provider_binlog.lake.maintenance.policy import DEFAULT_POLICY
@@ -43,6 +42,7 @@ from airflow_provider_binlog.lake.options import TargetOptions, option_columns
 from airflow_provider_binlog.lake.spark.table_schema import spark_fields
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.lake.types import LakeColumn, map_column, widening
+from airflow_provider_binlog.lake.write import merge_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -350,7 +350,7 @@ def writers_problem(
     if not opts.shard_column:
         if opts.unique_keys:
             return None
-        from airflow_provider_binlog.lake.merge_sql import sql_string
+        from airflow_provider_binlog.lake.write.merge_sql import sql_string
 
         unset = ", ".join(sql_string(WRITER_PREFIX + d) for d in sorted(others))
         return (

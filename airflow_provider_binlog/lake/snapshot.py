@@ -23,11 +23,11 @@ from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl import lake_columns
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, table_lock
-from airflow_provider_binlog.lake.merge_sql import append_sql
 from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.shards import scope_sql
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions, table_lock
+from airflow_provider_binlog.lake.write.merge_sql import append_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

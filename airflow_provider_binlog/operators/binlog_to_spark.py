@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_binlog.canal.instance import CanalInstance
-    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
 STAGING_URI_ENV = "BINLOG_CDC_STAGING_URI"

@@ -24,7 +24,7 @@ from airflow_harness import AIRFLOW, DagRunResult, Shop, make_context
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.dev.services import free_port
 from airflow_provider_binlog.lake.errors import LakeStatementError
-from airflow_provider_binlog.lake.merge import ChangeMerger
+from airflow_provider_binlog.lake.write.merge import ChangeMerger
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -83,7 +83,7 @@ def test_the_lake_side_is_what_describe_says(spark: Any) -> None:
     import random
     import uuid
 
-    from airflow_provider_binlog.lake.merge import merge_batch
+    from airflow_provider_binlog.lake.write.merge import merge_batch
 
     from .model import SourceTable, all_type_columns
 
@@ -103,7 +103,7 @@ def test_a_run_is_described_on_a_pool_as_one_by_one(spark: Any) -> None:
     gives what it gives describing the tables one by one, in the tables' order."""
     import uuid
 
-    from airflow_provider_binlog.lake.runner import TargetRunner
+    from airflow_provider_binlog.lake.write.runner import TargetRunner
 
     namespace = f"d{uuid.uuid4().hex[:6]}"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{namespace}")

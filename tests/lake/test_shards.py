@@ -17,11 +17,11 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op
 from airflow_provider_binlog.lake import shards
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.shard_swap import shard_swap
 from airflow_provider_binlog.lake.shard_writers import check_merger, check_writers
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
 from airflow_provider_binlog.lake.sql import quote_parts
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 from .model import SourceTable, all_type_columns
 

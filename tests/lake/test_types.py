@@ -19,12 +19,12 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.ddl import new_table_properties
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
-from airflow_provider_binlog.lake.merge_sql import partition_field
 from airflow_provider_binlog.lake.spark import class_archive, jars
 from airflow_provider_binlog.lake.spark.session import ICEBERG_EXTENSIONS, local_cores, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
-from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
 from airflow_provider_binlog.lake.types import LakeColumn, TypeOptions, map_column, widening
+from airflow_provider_binlog.lake.write.merge_sql import partition_field
+from airflow_provider_binlog.lake.write.staging import StagingArea, to_arrow
 
 UTF8, BIN = 45, 63
 

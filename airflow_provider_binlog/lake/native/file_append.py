@@ -49,8 +49,8 @@ from airflow_provider_binlog.lake.commits import commit_tagged, java_causes, loa
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.spark import jvm_helpers
 from airflow_provider_binlog.lake.spark.table_facts import TableFacts, table_facts
-from airflow_provider_binlog.lake.staging import filesystem_of
 from airflow_provider_binlog.lake.types import LakeColumn
+from airflow_provider_binlog.lake.write.staging import filesystem_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

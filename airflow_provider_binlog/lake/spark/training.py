@@ -26,9 +26,9 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.merge import ChangeMerger
 from airflow_provider_binlog.lake.native import position_delta
 from airflow_provider_binlog.lake.spark.session import create_session, driver_java_options
+from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
 
 def training_changes(rows: int = 200) -> list[RowChange]:

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_binlog.lake.native import arrow_native
-from airflow_provider_binlog.lake.staging import from_columns
 from airflow_provider_binlog.lake.types import (
     BIGINT,
     DATE,
@@ -26,6 +25,7 @@ from airflow_provider_binlog.lake.types import (
     TIMESTAMP,
     LakeColumn,
 )
+from airflow_provider_binlog.lake.write.staging import from_columns
 
 pytestmark = pytest.mark.skipif(arrow_native._MODULE is None, reason="the C column builder is not built")
 

@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
 from airflow_provider_binlog.lake.native import file_append, new_keys
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 from ..model import SourceTable, all_type_columns, read_table
-from ..test_merge import _end
+from ..write.test_merge import _end
 
 pytestmark = pytest.mark.spark
 
@@ -440,7 +440,7 @@ def test_an_insert_the_driver_writes_makes_no_view(spark: Any, monkeypatch: pyte
     """A staged piece's view is made when a statement first reads it: never for an insert or a
     MERGE the driver writes, once for Spark's MERGE; none is left after the merger closed."""
     from airflow_provider_binlog.lake.native import position_delta
-    from airflow_provider_binlog.lake.staging import StagedViews
+    from airflow_provider_binlog.lake.write.staging import StagedViews
 
     made: list[str] = []
     real = StagedViews.use

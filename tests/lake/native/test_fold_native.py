@@ -17,10 +17,11 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Op, OrderKey, RowChange, TransactionEnd
-from airflow_provider_binlog.lake import collapse, routes, statements
+from airflow_provider_binlog.lake import collapse, routes
 from airflow_provider_binlog.lake.collapse import Piece, delete_count, fold
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.native import fold_native
+from airflow_provider_binlog.lake.write import statements
 
 pytestmark = pytest.mark.skipif(
     fold_native.NATIVE is None, reason="C fold not built (or BINLOG_CDC_PURE_PYTHON)"

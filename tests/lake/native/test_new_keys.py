@@ -15,10 +15,10 @@ import pytest
 
 from airflow_provider_binlog.canal.change import Entry, Op
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, merge_batch
 from airflow_provider_binlog.lake.native import file_append, new_keys
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions, merge_batch
 
-from ..test_merge import _end, _row, _simple_table
+from ..write.test_merge import _end, _row, _simple_table
 
 pytestmark = pytest.mark.spark
 
@@ -170,7 +170,7 @@ def test_a_writer_within_the_range_after_the_check_makes_the_insert_conflict(
 
 def test_the_insert_sql_fills_what_the_merge_inserts() -> None:
     """Pure: the insert's columns are the MERGE's INSERT clause, identifiers quoted."""
-    from airflow_provider_binlog.lake import merge_sql
+    from airflow_provider_binlog.lake.write import merge_sql
 
     query, columns = merge_sql.new_keys_sql("v`1", ["id", "a b"], soft_delete=True, with_meta=True)
     assert columns == ["id", "a b", "_cdc_op", "_cdc_ts", "_cdc_position", "_cdc_deleted"]

@@ -24,11 +24,11 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import Entry, Op
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.merge import TargetOptions, merge_batch
 from airflow_provider_binlog.lake.native import content_files, file_append, new_keys, position_delta
 from airflow_provider_binlog.lake.spark.java_classes import java_static
+from airflow_provider_binlog.lake.write.merge import TargetOptions, merge_batch
 
-from ..test_merge import _end, _row, _simple_table
+from ..write.test_merge import _end, _row, _simple_table
 
 pytestmark = pytest.mark.spark
 

@@ -15,9 +15,9 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, Op, OrderKey, RowChange
-from airflow_provider_binlog.lake.merge import merge_batch
 from airflow_provider_binlog.lake.native import position_delta
 from airflow_provider_binlog.lake.spark.session import VECTORIZATION
+from airflow_provider_binlog.lake.write.merge import merge_batch
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,9 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, Op, OrderKey, RowChange
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, SchemaEvolutionError
-from airflow_provider_binlog.lake.merge import (
+from airflow_provider_binlog.lake.spark.table_facts import table_facts
+from airflow_provider_binlog.lake.sql import name_text, quote_parts
+from airflow_provider_binlog.lake.write.merge import (
     DELETED_COLUMN,
     OP_COLUMN,
     ChangeMerger,
@@ -22,10 +24,8 @@ from airflow_provider_binlog.lake.merge import (
     committed_marks,
     merge_batch,
 )
-from airflow_provider_binlog.lake.spark.table_facts import table_facts
-from airflow_provider_binlog.lake.sql import name_text, quote_parts
 
-from .model import SourceTable, all_type_columns, read_table
+from ..model import SourceTable, all_type_columns, read_table
 
 pytestmark = pytest.mark.spark
 

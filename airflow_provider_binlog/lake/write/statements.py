@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import commits, merge_sql
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import (
     Held,
@@ -49,11 +49,12 @@ from airflow_provider_binlog.lake.options import (
 )
 from airflow_provider_binlog.lake.pending import DdlStep, Pending
 from airflow_provider_binlog.lake.routes import TargetRoutes
-from airflow_provider_binlog.lake.runner import Step
 from airflow_provider_binlog.lake.shard_actions import ScopedActions
 from airflow_provider_binlog.lake.shards import Shard, scope_sql, shard_of
-from airflow_provider_binlog.lake.staging import DEFAULT_CHUNK_ROWS, StagedViews
 from airflow_provider_binlog.lake.types import BIGINT, INT, STRING, UBIGINT, LakeColumn
+from airflow_provider_binlog.lake.write import merge_sql
+from airflow_provider_binlog.lake.write.runner import Step
+from airflow_provider_binlog.lake.write.staging import DEFAULT_CHUNK_ROWS, StagedViews
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.staging import StagingArea, _array, from_columns
 from airflow_provider_binlog.lake.types import TIMESTAMP, LakeColumn
+from airflow_provider_binlog.lake.write.staging import StagingArea, _array, from_columns
 
 UTC = dt.timezone.utc
 

@@ -1,4 +1,4 @@
-"""Where staged Parquet goes and how it is cleaned (:mod:`airflow_provider_binlog.lake.staging`).
+"""Where staged Parquet goes and how it is cleaned (:mod:`airflow_provider_binlog.lake.write.staging`).
 
 The filesystem parts need no Spark; the root a session resolves is checked on the harness's local
 session (its settings restored after each test).
@@ -16,7 +16,8 @@ import pytest
 from airflow_provider_binlog.binlog.columns import ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.staging import (
+from airflow_provider_binlog.lake.types import LakeColumn, map_column
+from airflow_provider_binlog.lake.write.staging import (
     STAGING_CONF,
     STAGING_FOLDER,
     StagingArea,
@@ -25,7 +26,6 @@ from airflow_provider_binlog.lake.staging import (
     local_root,
     staging_root,
 )
-from airflow_provider_binlog.lake.types import LakeColumn, map_column
 
 COLS = [LakeColumn("id", map_column(ColumnDef("id", T.LONG)))]
 
@@ -127,7 +127,7 @@ def test_the_declared_schema_is_what_spark_infers_for_every_lake_type(session: A
 
     from airflow_provider_binlog.lake import types
     from airflow_provider_binlog.lake.options import META_COLUMNS
-    from airflow_provider_binlog.lake.staging import spark_schema
+    from airflow_provider_binlog.lake.write.staging import spark_schema
 
     kinds = {n: t for n, t in vars(types).items() if isinstance(t, types.LakeType)}
     kinds["DEC"] = types.decimal_type(12, 3)

@@ -1,4 +1,4 @@
-"""Unit tests of :class:`airflow_provider_binlog.lake.runner.TargetRunner`'s pool for per-table reads
+"""Unit tests of :class:`airflow_provider_binlog.lake.write.runner.TargetRunner`'s pool for per-table reads
 (pure orchestration: the work is Python callables and the session a stand-in; the real reads run in
 the lake and drain suites, e.g. test_shards for the writers check)."""
 
@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from airflow_provider_binlog.lake.runner import TargetRunner
+from airflow_provider_binlog.lake.write.runner import TargetRunner
 
 WAIT = 30.0  # seconds; only reached when the behaviour under test is missing
 
@@ -19,7 +19,7 @@ WAIT = 30.0  # seconds; only reached when the behaviour under test is missing
 def activated(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The sessions made active on the pool's threads (no JVM here)."""
     calls: list[Any] = []
-    monkeypatch.setattr("airflow_provider_binlog.lake.runner.activate", calls.append)
+    monkeypatch.setattr("airflow_provider_binlog.lake.write.runner.activate", calls.append)
     return calls
 
 

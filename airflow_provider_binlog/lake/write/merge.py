@@ -50,11 +50,11 @@ from airflow_provider_binlog.lake.options import (
 )
 from airflow_provider_binlog.lake.pending import Pending
 from airflow_provider_binlog.lake.routes import Resolver, TargetRoutes
-from airflow_provider_binlog.lake.runner import Step, TargetRunner, table_lock
 from airflow_provider_binlog.lake.spark.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
-from airflow_provider_binlog.lake.staging import StagedViews, StagingArea
-from airflow_provider_binlog.lake.statements import Statements
+from airflow_provider_binlog.lake.write.runner import Step, TargetRunner, table_lock
+from airflow_provider_binlog.lake.write.staging import StagedViews, StagingArea
+from airflow_provider_binlog.lake.write.statements import Statements
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

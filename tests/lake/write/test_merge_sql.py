@@ -1,4 +1,4 @@
-"""The SQL text of the merge (``lake/merge_sql.py``): pure functions, no Spark. The statements run
+"""The SQL text of the merge (``lake/write/merge_sql.py``): pure functions, no Spark. The statements run
 against real Spark in ``test_merge.py``; here their exact shape and the quoting of every name."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake import merge_sql
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.sql import quote_parts
-from airflow_provider_binlog.lake.statements import piece_columns
 from airflow_provider_binlog.lake.types import BIGINT, STRING, LakeColumn
+from airflow_provider_binlog.lake.write import merge_sql
+from airflow_provider_binlog.lake.write.statements import piece_columns
 
 ODD = ["id", "a.b", "x`y", "it's", "sp ace"]  # a dot, a backtick, a quote, a space
 ODD_SQL = ["`id`", "`a.b`", "`x``y`", "`it's`", "`sp ace`"]
@@ -66,8 +66,8 @@ def test_key_ranges_bound_the_table_side_of_the_condition() -> None:
 def test_key_ranges_of_a_piece_only_for_integer_columns_without_nulls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from airflow_provider_binlog.lake.statements import KEY_RANGE_ENV, key_ranges
     from airflow_provider_binlog.lake.types import INT, TIME, UBIGINT
+    from airflow_provider_binlog.lake.write.statements import KEY_RANGE_ENV, key_ranges
 
     def items(*keys: Any) -> dict[Any, Any]:  # a piece's state: its keys, each a delete here
         return dict.fromkeys(keys)
