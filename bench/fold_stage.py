@@ -80,7 +80,7 @@ def capture(changes: int, base: int, out: Path) -> None:
 
 
 def measure(batches: list[list[Any]]) -> tuple[float, float, int, int]:
-    from airflow_provider_binlog.lake.ddl import lake_columns
+    from airflow_provider_binlog.lake.ddl.ddl import lake_columns
     from airflow_provider_binlog.lake.options import ACTION_COLUMN, TargetOptions
     from airflow_provider_binlog.lake.pending import Pending
     from airflow_provider_binlog.lake.routes import TargetRoutes

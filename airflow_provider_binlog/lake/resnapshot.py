@@ -34,7 +34,7 @@ from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.resnapshot import ATTEMPT, STAGING_INFIX, mark_key, staging_parts
 from airflow_provider_binlog.lake import commits, shards
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns, new_table_properties
+from airflow_provider_binlog.lake.ddl.ddl import TargetTables, lake_columns, new_table_properties
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.shard_swap import shard_swap
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader

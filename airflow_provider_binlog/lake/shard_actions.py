@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from airflow_provider_binlog.canal import operations as ops
 from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake.actions import DdlActions, predicate_sql, sql_literal
+from airflow_provider_binlog.lake.ddl.actions import DdlActions, predicate_sql, sql_literal
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import DELETED_COLUMN, TargetOptions, option_columns
 from airflow_provider_binlog.lake.shards import RelabelShard, string_literal

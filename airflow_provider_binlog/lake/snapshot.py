@@ -21,7 +21,7 @@ from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.ddl import lake_columns
+from airflow_provider_binlog.lake.ddl.ddl import lake_columns
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.shards import scope_sql

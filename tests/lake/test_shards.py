@@ -344,7 +344,7 @@ def test_partition_delete_of_one_shard(spark: Any) -> None:
     """A TRUNCATE PARTITION of shard a (rows with v < 15) deletes a's rows in the partition only."""
     from airflow_provider_binlog.canal import partitions
     from airflow_provider_binlog.lake.commits import mark_properties
-    from airflow_provider_binlog.lake.ddl import TargetTables
+    from airflow_provider_binlog.lake.ddl.ddl import TargetTables
     from airflow_provider_binlog.lake.shard_actions import ScopedActions
     from airflow_provider_binlog.lake.shards import scope_sql
 

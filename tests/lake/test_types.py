@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
-from airflow_provider_binlog.lake.ddl import new_table_properties
+from airflow_provider_binlog.lake.ddl.ddl import new_table_properties
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
 from airflow_provider_binlog.lake.spark import class_archive, jars
 from airflow_provider_binlog.lake.spark.session import ICEBERG_EXTENSIONS, local_cores, session_conf

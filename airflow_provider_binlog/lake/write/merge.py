@@ -36,7 +36,7 @@ from airflow_provider_binlog.canal.change import Entry, OrderKey
 from airflow_provider_binlog.canal.operations import Policy
 from airflow_provider_binlog.lake import commits, shards
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.ddl import TargetTables
+from airflow_provider_binlog.lake.ddl.ddl import TargetTables
 from airflow_provider_binlog.lake.describe import chunk_sources
 from airflow_provider_binlog.lake.options import (
     DELETED_COLUMN,

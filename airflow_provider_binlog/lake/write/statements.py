@@ -28,7 +28,6 @@ from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.actions import DdlActions
 from airflow_provider_binlog.lake.collapse import (
     Held,
     Piece,
@@ -38,7 +37,8 @@ from airflow_provider_binlog.lake.collapse import (
     staged_rows,
 )
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns
+from airflow_provider_binlog.lake.ddl.actions import DdlActions
+from airflow_provider_binlog.lake.ddl.ddl import TargetTables, lake_columns
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
 from airflow_provider_binlog.lake.native import file_append, fold_native, new_keys, position_delta
 from airflow_provider_binlog.lake.options import (

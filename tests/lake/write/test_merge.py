@@ -455,7 +455,7 @@ def test_the_column_types_read_from_iceberg_are_the_ones_spark_reads(spark: Any)
     own error."""
     from pyspark.errors import AnalysisException
 
-    from airflow_provider_binlog.lake import ddl
+    from airflow_provider_binlog.lake.ddl import ddl
 
     src = SourceTable("db", "t", all_type_columns(), random.Random(5))
     target = f"lake.{_ns()}.t"

@@ -35,7 +35,7 @@ from airflow_provider_binlog.canal import operations as ops
 from airflow_provider_binlog.canal import partitions
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.ddl import TargetTables
+from airflow_provider_binlog.lake.ddl.ddl import TargetTables
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import DELETED_COLUMN, META_COLUMNS, TargetOptions, option_columns
 from airflow_provider_binlog.lake.sql import quote
