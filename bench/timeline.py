@@ -55,7 +55,7 @@ STEPS = (
     ("airflow_provider_binlog.lake.native.position_delta", "plan"),
     ("airflow_provider_binlog.lake.native.position_delta", "write_vectors"),
     ("airflow_provider_binlog.lake.native.position_delta", "commit_delta"),
-    ("airflow_provider_binlog.lake.shard_writers", "check_merger"),
+    ("airflow_provider_binlog.lake.shards.shard_writers", "check_merger"),
 )
 
 

@@ -83,7 +83,7 @@ def _child(spec: ShardSpec) -> None:
         store_capacity,
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
-    from airflow_provider_binlog.lake.shards import bind_options, check_routes
+    from airflow_provider_binlog.lake.shards.shards import bind_options, check_routes
     from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
     from airflow_provider_binlog.lake.write.merge import TargetOptions
 

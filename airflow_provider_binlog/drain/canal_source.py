@@ -179,7 +179,7 @@ class CanalDrain:
 
     def _make_merger(self) -> Any:
         from airflow_provider_binlog.drain.source import known_routes
-        from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.shards.shard_writers import check_merger
         from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
         spark = self.spark_factory()

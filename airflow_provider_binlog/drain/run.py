@@ -213,7 +213,7 @@ class Drain:
     def _make_merger(self) -> ChangeMerger:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
         (the first fold of a target would wait for Spark to load its table otherwise)."""
-        from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.shards.shard_writers import check_merger
         from airflow_provider_binlog.lake.sql import parse_name, quote_parts
         from airflow_provider_binlog.lake.write.merge import ChangeMerger
 

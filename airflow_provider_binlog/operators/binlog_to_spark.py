@@ -211,7 +211,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.warehouse = warehouse
         self.target_options = target_options
         if "{{" not in str(tables):  # sources colliding in one target without a shard column fail here
-            from airflow_provider_binlog.lake.shards import check_routes
+            from airflow_provider_binlog.lake.shards.shards import check_routes
 
             check_routes(tables, target_options)
         from airflow_provider_binlog.canal.operations import Policy
@@ -316,7 +316,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
         from airflow_provider_binlog.drain.interval import IntervalSettings
         from airflow_provider_binlog.hooks.binlog import BinlogHook
-        from airflow_provider_binlog.lake.shards import bind_options, check_routes
+        from airflow_provider_binlog.lake.shards.shards import bind_options, check_routes
         from airflow_provider_binlog.lake.sql import check_target
         from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
 

@@ -205,7 +205,7 @@ class TargetTables:
                     table_properties=opts.table_properties,
                 )
                 self.existing.add(target)
-                from airflow_provider_binlog.lake.shard_writers import check_created
+                from airflow_provider_binlog.lake.shards.shard_writers import check_created
 
                 check_created(self.spark, target, display, opts)  # another writer created it meanwhile?
             evolve_table(self.spark, target, display, all_columns)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, OrderKey
 from airflow_provider_binlog.canal.operations import Policy
-from airflow_provider_binlog.lake import commits, shards
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl.ddl import TargetTables
 from airflow_provider_binlog.lake.describe import chunk_sources
@@ -50,6 +50,7 @@ from airflow_provider_binlog.lake.options import (
 )
 from airflow_provider_binlog.lake.pending import Pending
 from airflow_provider_binlog.lake.routes import Resolver, TargetRoutes
+from airflow_provider_binlog.lake.shards import shards
 from airflow_provider_binlog.lake.spark.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 from airflow_provider_binlog.lake.write.runner import Step, TargetRunner, table_lock

@@ -49,8 +49,8 @@ from airflow_provider_binlog.lake.options import (
 )
 from airflow_provider_binlog.lake.pending import DdlStep, Pending
 from airflow_provider_binlog.lake.routes import TargetRoutes
-from airflow_provider_binlog.lake.shard_actions import ScopedActions
-from airflow_provider_binlog.lake.shards import Shard, scope_sql, shard_of
+from airflow_provider_binlog.lake.shards.shard_actions import ScopedActions
+from airflow_provider_binlog.lake.shards.shards import Shard, scope_sql, shard_of
 from airflow_provider_binlog.lake.types import BIGINT, INT, STRING, UBIGINT, LakeColumn
 from airflow_provider_binlog.lake.write import merge_sql
 from airflow_provider_binlog.lake.write.runner import Step

@@ -1,4 +1,4 @@
-"""Pure units of the sharded-sources rules (lake/shards.py, canal/routing.shared_targets)."""
+"""Pure units of the sharded-sources rules (lake/shards/shards.py, canal/routing.shared_targets)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 
 from airflow_provider_binlog.canal.routing import shared_targets
 from airflow_provider_binlog.errors import ConfigurationError
-from airflow_provider_binlog.lake import shards
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import TargetOptions, option_columns
+from airflow_provider_binlog.lake.shards import shards
 
 SHARDED = TargetOptions(shard_column="_shard", shard_value="{table}")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.lake.errors import SchemaEvolutionError
 from airflow_provider_binlog.lake.options import TargetOptions
-from airflow_provider_binlog.lake.shards import scope_sql, swap_sql
+from airflow_provider_binlog.lake.shards.shards import scope_sql, swap_sql
 from airflow_provider_binlog.lake.sql import quote
 from airflow_provider_binlog.lake.types import widening
 

@@ -37,7 +37,7 @@ from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.ddl.actions import DdlActions, predicate_sql, sql_literal
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import DELETED_COLUMN, TargetOptions, option_columns
-from airflow_provider_binlog.lake.shards import RelabelShard, string_literal
+from airflow_provider_binlog.lake.shards.shards import RelabelShard, string_literal
 from airflow_provider_binlog.lake.sql import quote
 from airflow_provider_binlog.lake.types import LakeColumn, map_column, map_columns, widening
 from airflow_provider_binlog.lake.write import merge_sql

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.options import TargetOptions
-from airflow_provider_binlog.lake.shards import WRITER_PREFIX, writers_problem
+from airflow_provider_binlog.lake.shards.shards import WRITER_PREFIX, writers_problem
 from airflow_provider_binlog.lake.spark.table_facts import table_facts
 
 if TYPE_CHECKING:

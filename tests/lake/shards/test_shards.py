@@ -15,15 +15,15 @@ import pytest
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op
-from airflow_provider_binlog.lake import shards
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.shard_swap import shard_swap
-from airflow_provider_binlog.lake.shard_writers import check_merger, check_writers
+from airflow_provider_binlog.lake.shards import shards
+from airflow_provider_binlog.lake.shards.shard_swap import shard_swap
+from airflow_provider_binlog.lake.shards.shard_writers import check_merger, check_writers
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
-from .model import SourceTable, all_type_columns
+from ..model import SourceTable, all_type_columns
 
 pytestmark = pytest.mark.spark
 
@@ -345,8 +345,8 @@ def test_partition_delete_of_one_shard(spark: Any) -> None:
     from airflow_provider_binlog.canal import partitions
     from airflow_provider_binlog.lake.commits import mark_properties
     from airflow_provider_binlog.lake.ddl.ddl import TargetTables
-    from airflow_provider_binlog.lake.shard_actions import ScopedActions
-    from airflow_provider_binlog.lake.shards import scope_sql
+    from airflow_provider_binlog.lake.shards.shard_actions import ScopedActions
+    from airflow_provider_binlog.lake.shards.shards import scope_sql
 
     clock = [4]
     a, b = Shard("a", clock), Shard("b", clock)
