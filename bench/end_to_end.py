@@ -945,7 +945,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         if not args.no_verify:
             from airflow_provider_binlog.lake.spark.session import create_session
-            from airflow_provider_binlog.lake.verify import verify_tables
+            from airflow_provider_binlog.lake.verify.verify import verify_tables
 
             t0 = time.perf_counter()
             print("\n6. verify (lake == source, value by value):")

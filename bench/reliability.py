@@ -34,7 +34,7 @@ from airflow_provider_binlog.dev.crash import CrashMatrix, RunSpec
 from airflow_provider_binlog.dev.load import run_load
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.spark.session import create_session
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
 
 
 def main(argv: list[str] | None = None) -> int:

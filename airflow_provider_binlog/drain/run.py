@@ -516,7 +516,7 @@ class Drain:
         loaded = [(r.source, r.target) for r in loop.resnapshots if not r.gone]
         if merger is None or not (merger.sources or loaded):
             return None
-        from airflow_provider_binlog.lake.describe import describe_run
+        from airflow_provider_binlog.lake.verify.describe import describe_run
 
         try:
             return describe_run(merger.spark, merger.sources, loaded, merger.runner.map)

@@ -29,7 +29,7 @@ from airflow_provider_binlog.canal.snapshot import Snapshot, table_key
 from airflow_provider_binlog.canal.snapshot_position import consistent_start
 from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader, chunk_commits
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
 from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

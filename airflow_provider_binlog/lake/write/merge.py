@@ -37,7 +37,6 @@ from airflow_provider_binlog.canal.operations import Policy
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl.ddl import TargetTables
-from airflow_provider_binlog.lake.describe import chunk_sources
 from airflow_provider_binlog.lake.options import (
     DELETED_COLUMN,
     OP_COLUMN,
@@ -53,6 +52,7 @@ from airflow_provider_binlog.lake.routes import Resolver, TargetRoutes
 from airflow_provider_binlog.lake.shards import shards
 from airflow_provider_binlog.lake.spark.session import activate
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+from airflow_provider_binlog.lake.verify.describe import chunk_sources
 from airflow_provider_binlog.lake.write.runner import Step, TargetRunner, table_lock
 from airflow_provider_binlog.lake.write.staging import StagedViews, StagingArea
 from airflow_provider_binlog.lake.write.statements import Statements

@@ -42,7 +42,7 @@ from airflow_provider_binlog.canal.verify_source import WatchedTable, changed_ke
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
-from airflow_provider_binlog.lake.verify import (
+from airflow_provider_binlog.lake.verify.verify import (
     AtPosition,
     TableDiff,
     choose_key,

@@ -1,5 +1,5 @@
 """What a run's lineage says of its sources (pure Python, no Spark): the source tables of a chunk and
-their columns' binlog types (:mod:`airflow_provider_binlog.lake.describe`; the lake side, read from
+their columns' binlog types (:mod:`airflow_provider_binlog.lake.verify.describe`; the lake side, read from
 Iceberg, is checked by ``tests/airflow/test_operator_lineage.py``), and one Spark test: the lake side
 read from the Iceberg table says what ``DESCRIBE TABLE EXTENDED`` says."""
 
@@ -14,7 +14,9 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.describe import (
+from airflow_provider_binlog.lake.options import TargetOptions
+from airflow_provider_binlog.lake.pending import Pending
+from airflow_provider_binlog.lake.verify.describe import (
     chunk_sources,
     describe_run,
     describe_statement,
@@ -22,8 +24,6 @@ from airflow_provider_binlog.lake.describe import (
     source_columns,
     source_type,
 )
-from airflow_provider_binlog.lake.options import TargetOptions
-from airflow_provider_binlog.lake.pending import Pending
 
 A1 = TableSchema("db", "a", (ColumnDef("id", T.LONG),), ("id",))
 A2 = TableSchema("db", "a", (ColumnDef("id", T.LONG), ColumnDef("note", T.VARCHAR)), ("id",))
@@ -85,7 +85,7 @@ def test_the_lake_side_is_what_describe_says(spark: Any) -> None:
 
     from airflow_provider_binlog.lake.write.merge import merge_batch
 
-    from .model import SourceTable, all_type_columns
+    from ..model import SourceTable, all_type_columns
 
     src = SourceTable("db", "every type", all_type_columns(), random.Random(3))
     batch = [src.insert() for _ in range(5)]
