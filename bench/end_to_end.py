@@ -16,7 +16,7 @@ What it does, in one run::
     5. parse-only comparison on the same binlog range: our canal instance (read + decode + convert
        to RowChange, acked batch by batch, nothing merged) vs python-mysql-replication
        (``BinLogStreamReader`` into Python dicts), every value touched in both
-    6. verify: every lake table equals its source table (``lake.verify.verify_tables``)
+    6. verify: every lake table equals its source table (``lake.verify.verify.verify_tables``)
 
 Counting: a "change" is one row image change in the binlog (one ``RowChange``): an inserted,
 updated or deleted row. A multi-row statement of k rows is k changes. Transaction ends and the

@@ -5,7 +5,7 @@ staging (``stage``: folded keys -> Arrow columns -> Parquet), over real decoded 
 workload; our canal instance reads the workload's binlog range and the batches (lists of
 ``RowChange``) are pickled to ``--data``. Without it, the pickled batches are folded per target as
 the drain folds them (:meth:`.lake.pending.Pending.add`, the routes' grouping), then every piece is
-staged the way :class:`.lake.statements.Statements` stages it (``piece_columns`` ->
+staged the way :class:`.lake.write.statements.Statements` stages it (``piece_columns`` ->
 ``StagingArea.write_columns``) into a temporary folder; CPU seconds of each phase are printed
 (best of ``--repeat``).
 

@@ -1,7 +1,7 @@
 """Benchmark: a task's Spark start and first MERGEs with and without the driver's class archive.
 
 Each run is a fresh process, as an Airflow task is: it creates the product's local session
-(``lake.session.create_session``, ``local[2]``), then commits two chunks of changes of every column
+(``lake.spark.session.create_session``, ``local[2]``), then commits two chunks of changes of every column
 type through ``ChangeMerger`` (the first creates the Iceberg table, the second is a MERGE with
 updates, a key change and deletes), reads the table back and checks its row count. Printed per
 mode: wall seconds of the session start and of the two commits, and the Spark JVM's CPU seconds

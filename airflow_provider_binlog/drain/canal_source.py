@@ -145,7 +145,7 @@ class CanalDrain:
     :param routes: source tables -> lake tables.
     :param spark: the session factory.
     :param limits: chunk limits.
-    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
     :param on_schema_change: the merger's DDL policy.
     :param connect: a source connection factory to resolve glob routes (``None``: the routes' exact
         names only; glob-routed targets are found as their changes come).

@@ -85,7 +85,7 @@ class RunSettings:
     :param staging_uri: where the run stages Parquet for Spark (a path or a ``pyarrow.fs`` URI the
         executors read too; ``local``: the driver's temporary directory); ``None``: the session's
         ``spark.binlog_cdc.staging_uri``, else ``<warehouse>/_binlog_cdc_staging`` (see
-        :mod:`..lake.staging`). The run removes what killed runs of its destination left there.
+        :mod:`..lake.write.staging`). The run removes what killed runs of its destination left there.
     :param interval: how a timestamp stop (an interval's end) waits for the server to reach it
         (:mod:`.interval`).
     :param maintenance: a :class:`~..lake.maintenance.MaintenancePolicy`: at the start the tables
@@ -147,8 +147,8 @@ class Drain:
     :param settings: the run's settings.
     :param spark: starts the SparkSession (called in the committer thread).
     :param connect: opens a plain connection to the source (``information_schema``, snapshots).
-    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
-    :param on_schema_change: the merger's policy for DDL statements (see :class:`~..lake.merge.ChangeMerger`).
+    :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
+    :param on_schema_change: the merger's policy for DDL statements (see :class:`~..lake.write.merge.ChangeMerger`).
     :param report: ``report(level, line)`` for progress and decisions.
     :param observer: told the lags, commit durations and per-table counts (:mod:`.observe`).
     """
@@ -510,7 +510,7 @@ class Drain:
         return found
 
     def _lineage(self, loop: ChunkLoop) -> dict[str, Any] | None:
-        """What the run committed, for lineage (:func:`..lake.describe.describe_run`): the source
+        """What the run committed, for lineage (:func:`..lake.verify.describe.describe_run`): the source
         tables per lake table and both sides' columns; a failure is reported and leaves it out."""
         merger: Any = loop.merger
         loaded = [(r.source, r.target) for r in loop.resnapshots if not r.gone]

@@ -86,13 +86,13 @@ class BinlogToSparkOperator(BaseOperator):
     :param spark_conf: more Spark configuration (cluster, catalog, jars.packages...).
     :param catalog: the Iceberg catalog name used in targets.
     :param catalog_conn_id: an Airflow connection that makes ``catalog`` an Iceberg JDBC catalog
-        (:func:`..lake.session.jdbc_catalog_conf`), read when the task runs (its password never
+        (:func:`..lake.spark.session.jdbc_catalog_conf`), read when the task runs (its password never
         reaches a rendered field, a log line or an XCom): type ``postgres`` (host, port, schema =
         database, login, password) or ``jdbc`` (host = ``jdbc:postgresql://...``); extras
         ``warehouse`` (default: ``warehouse``) and ``catalog_properties`` (more catalog properties).
         Its settings win over the same keys in ``spark_conf``.
     :param warehouse: warehouse of the default Hadoop catalog (default ``$BINLOG_CDC_WAREHOUSE``).
-    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
     :param on_schema_change: what a DDL statement on a source table does to its lake table:
         ``evolve`` / ``resnapshot`` / ``fail`` for every class of operation, or a mapping from class
         (``add_column``, ``drop_column``, ``rename_column``, ``modify_column``, ``drop_table``,
@@ -325,7 +325,7 @@ class BinlogToSparkOperator(BaseOperator):
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
         check_routes(routes.routes, self.target_options)
-        # the shard values know the destination and connection from here on (lake.shards)
+        # the shard values know the destination and connection from here on (lake.shards.shards)
         target_options = bind_options(self.target_options, self.destination, self.mysql_conn_id)
         ti = context["ti"]
         run_id = str(context.get("run_id") or "manual")

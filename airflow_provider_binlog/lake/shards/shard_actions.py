@@ -84,7 +84,7 @@ class ScopedActions(DdlActions):
         problem: str | None,
     ) -> None:
         sql = self.spark.sql
-        if isinstance(action, RelabelShard):  # a table renamed within the target (lake.shards)
+        if isinstance(action, RelabelShard):  # a table renamed within the target (lake.shards.shards)
             column = quote(str(opts.shard_column))
             to_value, from_value = string_literal(action.new), string_literal(action.old)
             sql(f"UPDATE {target} SET {column} = {to_value} WHERE {column} = {from_value}")

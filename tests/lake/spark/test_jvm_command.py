@@ -1,4 +1,4 @@
-"""``lake.jvm_command``: the local driver's command kept from Spark's launcher.
+"""``lake.spark.jvm_command``: the local driver's command kept from Spark's launcher.
 
 Unit tests of the pure parts (the launcher's output, the key, eligibility, the script's quoting),
 then real starts in child processes (the harness's own session lives for the whole run): a driver

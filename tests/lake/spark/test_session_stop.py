@@ -1,4 +1,4 @@
-"""``lake.session.stop_session``: the stop does not wait on PySpark's accumulator server, the server
+"""``lake.spark.session.stop_session``: the stop does not wait on PySpark's accumulator server, the server
 still ends, and the process can start a new session after it, whose merges use the JVM helpers
 compiled for the first (run in a child process: the harness's session lives for the whole test
 run)."""
