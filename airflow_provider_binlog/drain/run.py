@@ -148,7 +148,8 @@ class Drain:
     :param spark: starts the SparkSession (called in the committer thread).
     :param connect: opens a plain connection to the source (``information_schema``, snapshots).
     :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
-    :param on_schema_change: the merger's policy for DDL statements (see :class:`~..lake.write.merge.ChangeMerger`).
+    :param on_schema_change: the merger's policy for DDL statements (see
+        :class:`~..lake.write.merge.ChangeMerger`).
     :param report: ``report(level, line)`` for progress and decisions.
     :param observer: told the lags, commit durations and per-table counts (:mod:`.observe`).
     """
