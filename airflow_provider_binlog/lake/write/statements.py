@@ -40,7 +40,7 @@ from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl.actions import DdlActions
 from airflow_provider_binlog.lake.ddl.ddl import TargetTables, lake_columns
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, TypeMappingError
-from airflow_provider_binlog.lake.native import file_append, fold_native, new_keys, position_delta
+from airflow_provider_binlog.lake.native import file_append, fold_native, new_keys
 from airflow_provider_binlog.lake.options import (
     ACTION_COLUMN,
     META_COLUMNS,
@@ -52,7 +52,7 @@ from airflow_provider_binlog.lake.routes import TargetRoutes
 from airflow_provider_binlog.lake.shards.shard_actions import ScopedActions
 from airflow_provider_binlog.lake.shards.shards import Shard, scope_sql, shard_of
 from airflow_provider_binlog.lake.types import BIGINT, INT, STRING, UBIGINT, LakeColumn
-from airflow_provider_binlog.lake.write import merge_sql
+from airflow_provider_binlog.lake.write import merge_sql, paths
 from airflow_provider_binlog.lake.write.runner import Step
 from airflow_provider_binlog.lake.write.staging import DEFAULT_CHUNK_ROWS, StagedViews
 
@@ -319,64 +319,38 @@ class Statements:
             with_meta=with_meta,
             key_ranges=ranges,
         )
-        spark = self.spark
         # the keys none of the table's rows can hold: an insert (see .new_keys)
         insert, columns_filled = merge_sql.new_keys_sql(
             view, names, soft_delete=opts.soft_delete, with_meta=with_meta
         )
-        # an update or delete of a key from before the piece: the table holds a staged key
-        fast = bool(ranges) and upserts > 0 and not existing and new_keys.enabled()
+        staged = paths.StagedPiece(
+            spark=self.spark,
+            target=target,
+            use_view=functools.partial(self.views.use, view),
+            read=functools.partial(self.views.area.read, stage_name),
+            written=[c for c in stage_cols if c.name != ACTION_COLUMN],  # what a driver's data file holds
+            keys=keys,
+            ranges=ranges,
+            properties=props,
+            upserts=upserts,
+            merge=statement,
+            insert=insert,
+            insert_columns=columns_filled,
+            # an update or delete of a key from before the piece: the table holds a staged key
+            new_keys=bool(ranges) and upserts > 0 and not existing and new_keys.enabled(),
+            # the driver's own MERGE (.position_delta): one key column compared with =, hard deletes
+            single_key=len(keys) == 1 and not null_safe and not opts.soft_delete,
+            soft_delete=opts.soft_delete,
+        )
+        spark = self.spark
 
-        written = [c for c in stage_cols if c.name != ACTION_COLUMN]  # what a driver's data file holds
-        # the driver's own MERGE (.position_delta): one key column compared with =, hard deletes
-        by_driver = len(keys) == 1 and not null_safe and not opts.soft_delete
-
-        def untouched() -> tuple[Any, int | None]:
-            """The table as this attempt plans on it (loaded once: only the driver's paths use
-            it) and its untouched snapshot (:func:`.new_keys.untouched_snapshot`)."""
-            table = commits.load_iceberg_table(spark, target) if fast or by_driver else None
-            return table, new_keys.untouched_snapshot(spark, table, ranges, columns_filled) if fast else None
-
-        def apply(checked: list[tuple[Any, int | None]]) -> None:
-            table, snapshot = checked.pop() if checked else untouched()  # a retry plans anew
-            if snapshot is None:
-                if not (
-                    by_driver
-                    and position_delta.merge_file(
-                        spark,
-                        table,
-                        target,
-                        functools.partial(self.views.area.read, stage_name),
-                        written,
-                        keys[0],
-                        ranges,
-                        props,
-                        upserts=upserts,
-                    )
-                ):
-                    self.views.use(view)
-                    with commits.commit_properties(spark, props):
-                        spark.sql(statement)
-            elif not new_keys.insert_file(
-                spark,
-                table,
-                target,
-                functools.partial(self.views.area.read, stage_name),
-                written,
-                ranges,
-                snapshot,
-                props,
-                soft_delete=opts.soft_delete,
-                expected=upserts,
-            ):
-                self.views.use(view)
-                with commits.commit_properties(spark, props):
-                    new_keys.insert(spark, target, insert, merge_sql.key_range_predicate(ranges), snapshot)
+        def apply(checked: list[paths.PlannedTable]) -> None:
+            paths.write(staged, checked.pop() if checked else paths.plan(staged))  # a retry plans anew
 
         def run() -> None:
             try:
-                checked = [untouched()]
-                if opts.count_changes and checked[0][1] is not None:
+                checked = [paths.plan(staged)]
+                if opts.count_changes and checked[0].untouched is not None:
                     counts.inserted += upserts  # no staged key in the table: nothing matched
                 elif opts.count_changes:
                     query = merge_sql.matched_actions_sql(target, self.views.use(view), keys, null_safe)
