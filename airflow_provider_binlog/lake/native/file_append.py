@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from airflow_provider_binlog.faults import failpoint
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.commits import commit_tagged, java_causes, load_iceberg_table
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.spark import jvm_helpers
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FILE_APPEND_ENV = "BINLOG_CDC_FILE_APPEND"
+FILE_APPEND_ENV = settings.env_name("file_append")
 """``off``: write every insert through Spark (:func:`enabled`)."""
 CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none", "none": "none"}
 """Iceberg's ``write.parquet.compression-codec`` values -> pyarrow's codec names."""
@@ -67,7 +67,7 @@ FIELD_ID = b"PARQUET:field_id"
 
 
 def enabled() -> bool:
-    return os.environ.get(FILE_APPEND_ENV, "").lower() not in ("off", "0", "false")
+    return settings.current().file_append
 
 
 def iceberg_type(arrow: pa.DataType) -> str | None:

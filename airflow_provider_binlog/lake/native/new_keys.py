@@ -43,13 +43,13 @@ them). ``$BINLOG_CDC_NEW_KEYS=off`` always merges (for measuring).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.options import ACTION_COLUMN, DELETED_COLUMN
 from airflow_provider_binlog.lake.spark.java_classes import java_static
@@ -59,7 +59,7 @@ from airflow_provider_binlog.lake.types import LakeColumn
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-NEW_KEYS_ENV = "BINLOG_CDC_NEW_KEYS"
+NEW_KEYS_ENV = settings.env_name("new_keys")
 """``off``: never insert instead of merging (:func:`enabled`)."""
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
@@ -69,7 +69,7 @@ EMPTY = -1
 
 
 def enabled() -> bool:
-    return os.environ.get(NEW_KEYS_ENV, "").lower() not in ("off", "0", "false")
+    return settings.current().new_keys
 
 
 def untouched_snapshot(

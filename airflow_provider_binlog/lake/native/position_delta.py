@@ -44,7 +44,6 @@ from __future__ import annotations
 import array
 import dataclasses
 import json
-import os
 import struct
 import uuid
 import zlib
@@ -58,6 +57,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from airflow_provider_binlog.faults import failpoint
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.native import content_files, file_append, puffin
 from airflow_provider_binlog.lake.native.new_keys import range_filter
@@ -70,7 +70,7 @@ from airflow_provider_binlog.lake.types import LakeColumn
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-POSITION_DELTA_ENV = "BINLOG_CDC_POSITION_DELTA"
+POSITION_DELTA_ENV = settings.env_name("position_delta")
 """``off``: every MERGE through Spark (:func:`enabled`)."""
 DV_MAGIC = bytes.fromhex("d1d33964")
 DV_BLOB = "deletion-vector-v1"
@@ -80,7 +80,7 @@ ROW_POSITION_FIELD_ID = 2**31 - 1 - 2
 deletion vector's blob names as its field."""
 
 
-MAX_ROWS_ENV = "BINLOG_CDC_POSITION_DELTA_MAX_ROWS"
+MAX_ROWS_ENV = settings.env_name("position_delta_max_rows")
 """The most rows the planned data files may hold for the driver to merge a piece (default
 :data:`DEFAULT_MAX_ROWS`); above it Spark merges."""
 DEFAULT_MAX_ROWS = 500_000
@@ -96,12 +96,12 @@ operator's CPU and memory (peak RSS
 
 
 def enabled() -> bool:
-    return os.environ.get(POSITION_DELTA_ENV, "").lower() not in ("off", "0", "false")
+    return settings.current().position_delta
 
 
 def max_rows() -> int:
-    text = os.environ.get(MAX_ROWS_ENV, "")
-    return int(text) if text.strip().isdigit() else DEFAULT_MAX_ROWS
+    limit = settings.current().position_delta_max_rows
+    return DEFAULT_MAX_ROWS if limit is None else limit
 
 
 # ---- deletion vectors ---------------------------------------------------------------------------

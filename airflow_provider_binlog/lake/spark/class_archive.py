@@ -43,10 +43,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.spark import jars, jvm_command, local_fs_jar
 
-ARCHIVE_ENV = "BINLOG_CDC_CLASS_ARCHIVE"
+ARCHIVE_ENV = settings.env_name("class_archive")
 PREFIX = "spark-driver-"
 SUFFIX = ".jsa"
 FORMAT = "driver class path v1"
@@ -55,7 +56,7 @@ FORMAT = "driver class path v1"
 
 def enabled() -> bool:
     """Whether archives are used and built (``BINLOG_CDC_CLASS_ARCHIVE`` is not ``off``/``0``/``false``)."""
-    return os.environ.get(ARCHIVE_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+    return settings.current().class_archive
 
 
 def _java() -> Path | None:

@@ -38,6 +38,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.errors import LakeError
 from airflow_provider_binlog.lake.spark import local_fs_jar
 
@@ -47,15 +48,15 @@ JARJAR_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.faste
 JARJAR_DEFAULT = "/usr/share/java/jarjar.jar"
 SHADED_JACKSON_NAME = f"iceberg-shaded-jackson-{JACKSON_VERSION}.jar"
 ICEBERG_MAVEN_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
-CACHE_ENV = "BINLOG_CDC_CACHE"
-JARJAR_ENV = "BINLOG_CDC_JARJAR"
-JDBC_JARS_ENV = "BINLOG_CDC_JDBC_JARS"
+CACHE_ENV = settings.env_name("cache")
+JARJAR_ENV = settings.env_name("jarjar")
+JDBC_JARS_ENV = settings.env_name("jdbc_jars")
 JDBC_DRIVER_DEFAULT = "/usr/share/java/postgresql.jar"
 
 
 def cache_dir() -> Path:
     """Return the directory where built jars are kept (not created here)."""
-    override = os.environ.get(CACHE_ENV)
+    override = settings.current().cache
     if override:
         return Path(override)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -85,7 +86,8 @@ def iceberg_runtime_jar() -> Path:
 
 
 def _jarjar() -> str:
-    path = os.environ.get(JARJAR_ENV, JARJAR_DEFAULT)
+    path = settings.current().jarjar
+    path = JARJAR_DEFAULT if path is None else path
     if not os.path.exists(path):
         raise LakeError(
             f"jarjar not found at {path}: install Debian's libjarjar-java or set {JARJAR_ENV}; it is "
@@ -153,7 +155,7 @@ def shaded_jackson_jar(build: bool = True) -> Path:
 def jdbc_driver_jars() -> list[Path]:
     """The JDBC driver jars of this machine: ``$BINLOG_CDC_JDBC_JARS`` when set (each must exist),
     else PostgreSQL's Debian jar when installed."""
-    override = os.environ.get(JDBC_JARS_ENV)
+    override = settings.current().jdbc_jars
     if override is None:
         return [Path(JDBC_DRIVER_DEFAULT)] if os.path.isfile(JDBC_DRIVER_DEFAULT) else []
     paths = [Path(p) for p in override.split(os.pathsep) if p.strip()]

@@ -34,11 +34,12 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from airflow_provider_binlog.lake import settings as lake_settings
 from airflow_provider_binlog.lake.spark import jars
 
 log = logging.getLogger(__name__)
 
-DIRECT_LAUNCH_ENV = "BINLOG_CDC_DIRECT_LAUNCH"
+DIRECT_LAUNCH_ENV = lake_settings.env_name("direct_launch")
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 LAUNCHER_CLASS = "org.apache.spark.launcher.Main"
 KEEP = 32
@@ -75,7 +76,7 @@ def java_binary(env: Mapping[str, str]) -> str | None:
 
 def eligible(settings: Mapping[str, str], home: str, env: Mapping[str, str]) -> bool:
     """Whether a local driver's command may be kept for these settings (see the module docstring)."""
-    if env.get(DIRECT_LAUNCH_ENV, "").lower() in ("off", "0", "false", "no") or os.name != "posix":
+    if not lake_settings.from_env(env).direct_launch or os.name != "posix":
         return False
     master = settings.get("spark.master", "").strip()
     if not (master == "local" or master.startswith("local[")):

@@ -40,12 +40,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from airflow_provider_binlog.lake import settings
+
 log = logging.getLogger(__name__)
 
 FILE_SYSTEM = "airflow_provider_binlog.hadoop.ForklessLocalFileSystem"
 """The class ``spark.hadoop.fs.file.impl`` names."""
 SETTING = "spark.hadoop.fs.file.impl"
-ENV = "BINLOG_CDC_LOCAL_FS"
+ENV = settings.env_name("local_fs")
 PREFIX = "binlog-cdc-local-fs-"
 SOURCES = Path(__file__).parent / "java"
 PACKAGE = "airflow_provider_binlog/hadoop"
@@ -56,7 +58,7 @@ BUILD_TIMEOUT = 120.0
 def enabled() -> bool:
     """Whether a local driver should use the forkless file system (``$BINLOG_CDC_LOCAL_FS`` is not
     ``hadoop``)."""
-    return os.environ.get(ENV, "").strip().lower() != "hadoop"
+    return settings.current().local_fs
 
 
 def is_jar(path: Path) -> bool:

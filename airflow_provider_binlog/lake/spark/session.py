@@ -103,6 +103,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.spark import class_archive, jars, jvm_log, local_fs_jar
 from airflow_provider_binlog.lake.spark.catalog_load import load_catalog
 
@@ -112,13 +113,13 @@ if TYPE_CHECKING:
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 JDBC_CATALOG_IMPL = "org.apache.iceberg.jdbc.JdbcCatalog"
 VECTORIZATION = "spark.sql.iceberg.vectorization.enabled"
-WAREHOUSE_ENV = "BINLOG_CDC_WAREHOUSE"
+WAREHOUSE_ENV = settings.env_name("warehouse")
 DEFAULT_APP_NAME = "airflow-provider-binlog"
 
 
 def default_warehouse() -> str:
     """Return the local warehouse directory used when neither argument nor conf names one."""
-    override = os.environ.get(WAREHOUSE_ENV)
+    override = settings.current().warehouse
     if override:
         return override
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")

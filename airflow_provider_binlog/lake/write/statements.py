@@ -20,14 +20,13 @@ import datetime
 import functools
 import itertools
 import operator
-import os
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, RowChange
-from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake import commits, settings
 from airflow_provider_binlog.lake.collapse import (
     Held,
     Piece,
@@ -115,7 +114,7 @@ def _native_columns(
     return lambda part: columns(part, width, positions, fold_native.UPSERT, fold_native.DELETE)
 
 
-KEY_RANGE_ENV = "BINLOG_CDC_KEY_RANGE"
+KEY_RANGE_ENV = settings.env_name("key_range")
 """``off``: no key range in a MERGE's condition (:func:`key_ranges`; for measuring it)."""
 _INTEGER_TYPES = (INT, BIGINT, UBIGINT)  # staged as the decoder's ints, unchanged
 
@@ -128,7 +127,7 @@ def key_ranges(
 
     :param held_keys: the piece's keys (its state), each the key column's value or a tuple of them.
     """
-    if not held_keys or os.environ.get(KEY_RANGE_ENV, "").lower() in ("off", "0", "false"):
+    if not held_keys or not settings.current().key_range:
         return {}
     types = {c.name: c.type for c in columns}
     found: dict[str, tuple[int, int]] = {}
