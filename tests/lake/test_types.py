@@ -267,7 +267,7 @@ def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")  # jars.main builds no archive; be sure
     if not Path(jars.JARJAR_DEFAULT).exists():
         pytest.skip("libjarjar-java is not installed")
-    with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.jars"):
+    with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.spark\.jars"):
         jars.shaded_jackson_jar(build=False)
     assert jars.main([]) == 0
     jar = jars.shaded_jackson_jar()
