@@ -24,7 +24,7 @@ setup_system() {
     # PostgreSQL: the Iceberg JDBC catalog's database in tests, and its JDBC driver for Spark
     compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || pkgs+=(postgresql)
     [ -f /usr/share/java/postgresql.jar ] || pkgs+=(libpostgresql-jdbc-java)
-    # a JDK: Spark's JVM, and javac for the local file system of lake/local_fs_jar.py
+    # a JDK: Spark's JVM, and javac for the local file system of lake/spark/local_fs_jar.py
     command -v javac >/dev/null || pkgs+=(openjdk-17-jdk-headless)
     "$PY" -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
     # the C row decoder (optional: without these the package installs and decodes in Python)
@@ -61,8 +61,8 @@ setup_python() {
 }
 
 setup_jars() {
-    if "$VENV/bin/python" -c 'import airflow_provider_binlog.lake.class_archive' 2>/dev/null; then
-        "$VENV/bin/python" -m airflow_provider_binlog.lake.class_archive
+    if "$VENV/bin/python" -c 'import airflow_provider_binlog.lake.spark.class_archive' 2>/dev/null; then
+        "$VENV/bin/python" -m airflow_provider_binlog.lake.spark.class_archive
     fi
 }
 

@@ -57,9 +57,9 @@ def register(subparsers: Any) -> None:
 def run_maintain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc maintain``; print the summary (or the plan) as JSON; return 0."""
     from airflow_provider_binlog.cli_verify import parse_conf
-    from airflow_provider_binlog.lake import session
     from airflow_provider_binlog.lake.maintenance import maintain
     from airflow_provider_binlog.lake.maintenance.policy import MaintenancePolicy
+    from airflow_provider_binlog.lake.spark import session
 
     out = out or sys.stdout
     tables = [t.strip() for t in args.tables.split(",") if t.strip()]

@@ -55,8 +55,8 @@ def run_read_point(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc read-point``; print the read point as JSON; return 0."""
     from airflow_provider_binlog.binlog.position import BinlogPosition
     from airflow_provider_binlog.cli_verify import parse_conf
-    from airflow_provider_binlog.lake import session
     from airflow_provider_binlog.lake.read_point import read_point
+    from airflow_provider_binlog.lake.spark import session
 
     out = out or sys.stdout
     tables = [t.strip() for t in args.tables.split(",") if t.strip()]

@@ -79,9 +79,9 @@ def run_resnapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from airflow_provider_binlog.canal.meta.model import ClientIdentity
     from airflow_provider_binlog.drain.resnapshot import resnapshot
     from airflow_provider_binlog.drain.wiring import Wiring, ZooKeeperConfig, normal_chroot, source_connection
-    from airflow_provider_binlog.lake import session
-    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.spark import session
     from airflow_provider_binlog.lake.sql import check_target
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     out = out or sys.stdout
     schema, dot, table = args.table.partition(".")

@@ -91,9 +91,9 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from airflow_provider_binlog.canal.instance import InstanceConfig
     from airflow_provider_binlog.canal.snapshot import Snapshot
     from airflow_provider_binlog.drain.wiring import Wiring, ZooKeeperConfig, normal_chroot
-    from airflow_provider_binlog.lake import session
-    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
+    from airflow_provider_binlog.lake.spark import session
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     out = out or sys.stdout
     tables = parse_tables(args.tables)

@@ -1,11 +1,11 @@
 """``binlog-cdc verify``: compare source tables with their lake tables.
 
 Row counts and per-row hashes after bringing both sides to one canonical form (see
-:mod:`airflow_provider_binlog.lake.verify`); every differing key is listed, and for the first
+:mod:`airflow_provider_binlog.lake.verify.verify`); every differing key is listed, and for the first
 ``--show`` of them the differing columns with the source's and the lake's value side by side, with
 per-column counts of differing rows. Rows are matched on ``--key``, else the primary key, else the
 first unique key whose columns are all NOT NULL. ``--at-cursor`` compares at one binlog position
-while the source is written (:mod:`airflow_provider_binlog.lake.verify_cursor`). Exit status 0 when
+while the source is written (:mod:`airflow_provider_binlog.lake.verify.verify_cursor`). Exit status 0 when
 every table is equal, 1 when any differs (or on an error)::
 
     binlog-cdc verify --host db --user repl --password-env DB_PASSWORD \\
@@ -165,7 +165,7 @@ def check_lake(warehouse: str | None, catalog: str, conf: dict[str, str]) -> Non
     import os
     from pathlib import Path
 
-    from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, default_warehouse
+    from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, default_warehouse
 
     prefix = f"spark.sql.catalog.{catalog}"
     if {prefix, f"{prefix}.type", f"{prefix}.catalog-impl", f"{prefix}.warehouse"} & conf.keys():
@@ -195,7 +195,8 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc verify``; return 0 when every table is equal, else 1."""
     import pymysql
 
-    from airflow_provider_binlog.lake import session, verify
+    from airflow_provider_binlog.lake.spark import session
+    from airflow_provider_binlog.lake.verify import verify
 
     out = out or sys.stdout
     tables = parse_tables(args.tables)
@@ -222,7 +223,7 @@ def run_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         if args.at_cursor:
             from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
-            from airflow_provider_binlog.lake import verify_cursor
+            from airflow_provider_binlog.lake.verify import verify_cursor
 
             client = ReplicationClient(ReplicationConfig(args.host, args.port, args.user, password))
             diffs = verify_cursor.verify_at_cursor(

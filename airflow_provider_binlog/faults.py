@@ -26,8 +26,8 @@ chunk, before its batches are acked together: later hits leave earlier chunks ac
 ``mark_tag`` after it landed, before the destination's mark tag moves (a commit Spark made has
 not moved it);
 ``file_written`` when the driver has written a data file (and for its own MERGE a deletion
-vector file) and not committed it yet (:func:`..lake.file_append.write_committed`,
-:func:`..lake.position_delta.merge_file`).
+vector file) and not committed it yet (:func:`..lake.native.file_append.write_committed`,
+:func:`..lake.native.position_delta.merge_file`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ What it does, in one run::
     5. parse-only comparison on the same binlog range: our canal instance (read + decode + convert
        to RowChange, acked batch by batch, nothing merged) vs python-mysql-replication
        (``BinLogStreamReader`` into Python dicts), every value touched in both
-    6. verify: every lake table equals its source table (``lake.verify.verify_tables``)
+    6. verify: every lake table equals its source table (``lake.verify.verify.verify_tables``)
 
 Counting: a "change" is one row image change in the binlog (one ``RowChange``): an inserted,
 updated or deleted row. A multi-row statement of k rows is k changes. Transaction ends and the
@@ -380,8 +380,8 @@ def _drain(params: dict[str, Any], destination: str) -> Any:
         store_capacity,
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
-    from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     source = source_from_uri(params["source_uri"], "the bench source")
     zk = ZooKeeperConfig.from_uri(params["zk_uri"], "the bench ZooKeeper") if params["zk_uri"] else None
@@ -457,7 +457,8 @@ class Probe:
         import logging
         import re
 
-        from airflow_provider_binlog.lake import commits, merge
+        from airflow_provider_binlog.lake import commits
+        from airflow_provider_binlog.lake.write import merge
 
         load = commits.load_iceberg_table
 
@@ -943,8 +944,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ok = True
         if not args.no_verify:
-            from airflow_provider_binlog.lake.session import create_session
-            from airflow_provider_binlog.lake.verify import verify_tables
+            from airflow_provider_binlog.lake.spark.session import create_session
+            from airflow_provider_binlog.lake.verify.verify import verify_tables
 
             t0 = time.perf_counter()
             print("\n6. verify (lake == source, value by value):")

@@ -5,7 +5,7 @@ staging (``stage``: folded keys -> Arrow columns -> Parquet), over real decoded 
 workload; our canal instance reads the workload's binlog range and the batches (lists of
 ``RowChange``) are pickled to ``--data``. Without it, the pickled batches are folded per target as
 the drain folds them (:meth:`.lake.pending.Pending.add`, the routes' grouping), then every piece is
-staged the way :class:`.lake.statements.Statements` stages it (``piece_columns`` ->
+staged the way :class:`.lake.write.statements.Statements` stages it (``piece_columns`` ->
 ``StagingArea.write_columns``) into a temporary folder; CPU seconds of each phase are printed
 (best of ``--repeat``).
 
@@ -80,13 +80,13 @@ def capture(changes: int, base: int, out: Path) -> None:
 
 
 def measure(batches: list[list[Any]]) -> tuple[float, float, int, int]:
-    from airflow_provider_binlog.lake.ddl import lake_columns
+    from airflow_provider_binlog.lake.ddl.ddl import lake_columns
     from airflow_provider_binlog.lake.options import ACTION_COLUMN, TargetOptions
     from airflow_provider_binlog.lake.pending import Pending
     from airflow_provider_binlog.lake.routes import TargetRoutes
-    from airflow_provider_binlog.lake.staging import StagingArea
-    from airflow_provider_binlog.lake.statements import piece_columns
     from airflow_provider_binlog.lake.types import STRING, LakeColumn
+    from airflow_provider_binlog.lake.write.staging import StagingArea
+    from airflow_provider_binlog.lake.write.statements import piece_columns
 
     routes = TargetRoutes({f"bench.{t}": f"lake.bench.{t}" for t in ("customers", "orders", "events")})
     opts = TargetOptions()

@@ -1,6 +1,6 @@
 """Benchmark: creating small files through Hadoop's ``file:`` file system in a local Spark driver,
 Hadoop's own ``LocalFileSystem`` (the baseline, a ``chmod`` process per file and per checksum file)
-against the forkless one of ``lake/local_fs_jar.py``, in the same session and run.
+against the forkless one of ``lake/spark/local_fs_jar.py``, in the same session and run.
 
 Each pass creates ``--files`` files of ``--size`` bytes in a fresh directory through one file
 system, then the other; both write the file and its ``.crc``. Prints the milliseconds per file of
@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from airflow_provider_binlog.lake import local_fs_jar
-from airflow_provider_binlog.lake.session import create_session
+from airflow_provider_binlog.lake.spark import local_fs_jar
+from airflow_provider_binlog.lake.spark.session import create_session
 
 
 def _create(spark: Any, fs: Any, root: str, files: int, size: int) -> float:

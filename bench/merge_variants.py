@@ -78,7 +78,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.session import create_session
+from airflow_provider_binlog.lake.spark.session import create_session
 
 COLUMNS = (
     "id bigint, customer bigint, big bigint, sku string, amount decimal(12,2), created timestamp, day date, "
@@ -368,7 +368,7 @@ def run_jit_child(args: argparse.Namespace) -> None:
     stage_dir = tempfile.mkdtemp(prefix="merge-variants-stage-")
     conf = {}
     if args.java_opts is not None:
-        from airflow_provider_binlog.lake.session import quiet_log_config
+        from airflow_provider_binlog.lake.spark.session import quiet_log_config
 
         conf["spark.driver.extraJavaOptions"] = (
             f"-Dlog4j2.configurationFile=file:{quiet_log_config()} {args.java_opts}"

@@ -19,10 +19,10 @@ of JVM objects Python dropped).
 
 Measured 2026-11-29 03:44-03:48 UTC (load 0.8-2.9), 40 tables x 2000 changes, round 1, every
 table merged by the driver: 404 py4j calls and 0.156 JVM CPU-seconds per commit before
-``lake/java_classes.py`` and ``lake/table_schema.py``, 200 and 0.094 after.
+``lake/spark/java_classes.py`` and ``lake/spark/table_schema.py``, 200 and 0.094 after.
 
 Measured 2026-11-29 12:42-13:02 UTC (load 1.0-2.7), 20 tables x 2000 changes, 12 rounds: py4j
-calls per commit in the 12th round 384 / 346 with ``lake/content_files.py`` (the planned files
+calls per commit in the 12th round 384 / 346 with ``lake/native/content_files.py`` (the planned files
 and the new deletion vectors through Iceberg's JSON), 807 / 865 before it (the calls grew with
 the files each round adds).
 
@@ -37,8 +37,8 @@ mixed, spark.sql.iceberg.distribution-mode  0.47, 0.44   4
 =none
 mixed, spark.sql.adaptive.enabled=false     0.43, 0.41   2 jobs, 5 stages
 inserts, MERGE (``BINLOG_CDC_NEW_KEYS=off``  0.33, 0.28   4 (no file in the key range: no
-or the checkout before lake/new_keys.py)                  target scan)
-inserts, lake/new_keys.py                   0.23, 0.21   2 (staged file's schema + the write)
+or the checkout before lake/native/new_keys.py)                  target scan)
+inserts, lake/native/new_keys.py                   0.23, 0.21   2 (staged file's schema + the write)
 ==========================================  ===========  ===================================
 
 The tasks' own CPU is under 0.1 s per commit in every variant: the rest is the driver's
@@ -71,8 +71,8 @@ from merge import schema_of  # bench/merge.py: the same table shape
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
-from airflow_provider_binlog.lake.session import create_session
+from airflow_provider_binlog.lake.spark.session import create_session
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 
 class Source:

@@ -1,4 +1,4 @@
-"""Benchmark: the driver's data-file writes (``lake/file_append.py``) with dictionary pages for every
+"""Benchmark: the driver's data-file writes (``lake/native/file_append.py``) with dictionary pages for every
 column, for the strings and binaries only (the product's choice), and for none.
 
 Reads up to 200k rows per table from the data files of a lake that ``bench/end_to_end.py --keep``

@@ -33,8 +33,8 @@ from airflow_provider_binlog.dev import demo_data
 from airflow_provider_binlog.dev.crash import CrashMatrix, RunSpec
 from airflow_provider_binlog.dev.load import run_load
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
-from airflow_provider_binlog.lake.session import create_session
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.spark.session import create_session
+from airflow_provider_binlog.lake.verify.verify import verify_tables
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -140,7 +140,7 @@ def main() -> int:
                 f"load average (1, 5, 15 min) before {load_before}, after {os.getloadavg()}; "
                 f"cores {os.cpu_count()}"
             )
-            from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf
+            from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
 
             conf = jdbc_catalog_conf(postgres.jdbc_url(db), postgres.user, postgres.password,
                                      str(Path(tmp) / "warehouse"), "lake")  # fmt: skip

@@ -86,8 +86,8 @@ def main() -> int:
         )
         spark = inner = None
         if not args.read_only:
-            from airflow_provider_binlog.lake.session import create_session
             from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
+            from airflow_provider_binlog.lake.spark.session import create_session
 
             warehouse = tempfile.mkdtemp(prefix="binlog-cdc-bench-snapshot-")
             spark = create_session("binlog-cdc-bench-snapshot", master=args.master, warehouse=warehouse)

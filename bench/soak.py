@@ -60,8 +60,8 @@ from airflow_provider_binlog.lake.commits import load_iceberg_table
 from airflow_provider_binlog.lake.maintenance import MaintenancePolicy, maintain_table
 from airflow_provider_binlog.lake.maintenance.health import read_health
 from airflow_provider_binlog.lake.maintenance.policy import DELETE_AFTER_COMMIT
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
-from airflow_provider_binlog.lake.session import create_session
+from airflow_provider_binlog.lake.spark.session import create_session
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 SCHEMA = TableSchema(
     "bench",

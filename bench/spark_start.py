@@ -1,15 +1,15 @@
 """Benchmark: a task's Spark start and first MERGEs with and without the driver's class archive.
 
 Each run is a fresh process, as an Airflow task is: it creates the product's local session
-(``lake.session.create_session``, ``local[2]``), then commits two chunks of changes of every column
+(``lake.spark.session.create_session``, ``local[2]``), then commits two chunks of changes of every column
 type through ``ChangeMerger`` (the first creates the Iceberg table, the second is a MERGE with
 updates, a key change and deletes), reads the table back and checks its row count. Printed per
 mode: wall seconds of the session start and of the two commits, and the Spark JVM's CPU seconds
 (user + system, psutil) at the end. Modes run interleaved (A B A B ...) so load drifts hit both:
 
 * ``off``: ``BINLOG_CDC_CLASS_ARCHIVE=off``, the JVM loads every class from the jars (the baseline);
-* ``archive``: the product default once ``python -m airflow_provider_binlog.lake.jars`` built the
-  archive (:mod:`airflow_provider_binlog.lake.class_archive`).
+* ``archive``: the product default once ``python -m airflow_provider_binlog.lake.spark.jars`` built the
+  archive (:mod:`airflow_provider_binlog.lake.spark.class_archive`).
 
     .venv/bin/python bench/spark_start.py              # 4 runs per mode
     .venv/bin/python bench/spark_start.py --runs 2 --conf spark.driver.extraClassPath=...
@@ -37,9 +37,9 @@ def one_run(conf: dict[str, str], rows: int) -> dict[str, float]:
     import psutil
 
     t0 = time.monotonic()
-    from airflow_provider_binlog.lake.merge import ChangeMerger
-    from airflow_provider_binlog.lake.session import create_session
-    from airflow_provider_binlog.lake.training import training_changes
+    from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.spark.training import training_changes
+    from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
     with tempfile.TemporaryDirectory(prefix="binlog-cdc-bench-start-") as work:
         spark = create_session(master="local[2]", warehouse=str(Path(work) / "wh"), conf=conf)
@@ -79,7 +79,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(one_run(conf, args.rows)))
         return 0
-    from airflow_provider_binlog.lake import class_archive
+    from airflow_provider_binlog.lake.spark import class_archive
 
     archive = class_archive.build()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; {os.cpu_count()} cores; "

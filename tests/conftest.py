@@ -130,7 +130,7 @@ def spark_warehouse() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark(spark_warehouse: str) -> Iterator[Any]:
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.spark.session import create_session
 
     session = create_session(app_name="binlog-cdc-tests", master="local[2]", warehouse=spark_warehouse)
     yield session

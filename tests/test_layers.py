@@ -67,3 +67,27 @@ def test_drain_blocker_really_blocks_airflow() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode != 0
     assert "layering violation: airflow" in out.stderr
+
+
+LAKE_BLOCKER = BLOCKER.replace(
+    "import airflow_provider_binlog.binlog as b, airflow_provider_binlog.canal as c",
+    "import airflow_provider_binlog.lake as b, airflow_provider_binlog.lake as c",
+)
+
+
+def test_lake_imports_without_airflow_and_without_pyspark_until_a_session_starts() -> None:
+    """Every lake module, its sub-packages' included, imports with Airflow and PySpark blocked:
+    PySpark is imported when a session starts (``lake/spark/session.py``), not when a module loads."""
+    out = subprocess.run([sys.executable, "-c", LAKE_BLOCKER], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    for module in (
+        "spark.session",
+        "write.paths",
+        "write.merge",
+        "native.position_delta",
+        "ddl.ddl",
+        "settings",
+    ):
+        assert f"airflow_provider_binlog.lake.{module}" in out.stdout, out.stdout
+    for package in ("shards", "verify", "maintenance"):
+        assert f"'airflow_provider_binlog.lake.{package}." in out.stdout, out.stdout

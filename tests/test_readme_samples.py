@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_binlog.cli import build_parser
 from airflow_provider_binlog.cli_verify import check_lake, run_verify
 from airflow_provider_binlog.drain.source import Retention
-from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, default_warehouse
+from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, default_warehouse
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 

@@ -115,7 +115,7 @@ JOB = textwrap.dedent(
     """
     import os
     from urllib.parse import parse_qs, unquote, urlsplit
-    from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf, jdbc_uri
+    from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf, jdbc_uri
 
     conn = urlsplit(os.environ["AIRFLOW_CONN_" + os.environ["BINLOG_CDC_CATALOG_CONN_ID"].upper()])
     warehouse = parse_qs(conn.query)["warehouse"][0]

@@ -3,7 +3,7 @@
 Why: ``ALTER TABLE t TRUNCATE PARTITION p`` and ``DROP PARTITION p`` remove rows without row
 events. When the history knows ``t``'s partitioning at that point, and the partitions are ranges or
 lists of plain columns, the lake can delete exactly those rows (:class:`DeleteRows`, run by
-:mod:`airflow_provider_binlog.lake.actions`) instead of loading the table again.
+:mod:`airflow_provider_binlog.lake.ddl.actions`) instead of loading the table again.
 
 What is kept (:class:`Partitioning`): the method (``RANGE``, ``RANGE COLUMNS``, ``LIST``,
 ``LIST COLUMNS``, ``HASH``, ``KEY``, ``LINEAR ...``, MariaDB's ``SYSTEM_TIME``), the expression as

@@ -352,7 +352,7 @@ def shared_targets(routes: Mapping[str, str]) -> dict[str, list[str]]:
     """Targets that more than one source table of one destination may fill, with their sources: a
     pattern whose target does not place each table it matches apart (a glob table part without
     ``{table}`` in the target, a glob schema part without ``{schema}``), or several routes naming one
-    target (see :mod:`airflow_provider_binlog.lake.shards`)."""
+    target (see :mod:`airflow_provider_binlog.lake.shards.shards`)."""
     by_target: dict[tuple[str, ...], list[str]] = {}
     spelled: dict[tuple[str, ...], str] = {}
     many: set[tuple[str, ...]] = set()

@@ -29,7 +29,7 @@ the binlog image of the same row are equal value for value (see the tests).
 
 **Order keys and hand-over (no gap, no double).** Snapshot rows carry order keys in binlog file
 number 0, ``(0, chunk, -1, row)``: below every real binlog change (file numbers start at 1).
-Hence in the lake merge (:mod:`~airflow_provider_binlog.lake.merge`):
+Hence in the lake merge (:mod:`~airflow_provider_binlog.lake.write.merge`):
 
 * a table's committed mark after a snapshot chunk is ``(0, n, -1, last row)``; it covers exactly
   the chunks loaded so far, so re-loading chunk ``n`` after a crash between the Iceberg commit and

@@ -10,7 +10,7 @@ over, so each scenario costs the same)::
     writer stopped; one run without a kill point (it must succeed)
     with ``maintain``: after each killed run, Iceberg maintenance as a user runs it (full expiry,
         compaction, delete-file and manifest rewrites, orphan removal: :mod:`.user_maintenance`)
-    check: the lake table merged from ``shop.orders`` equals it value by value (:mod:`..lake.verify`),
+    check: the lake table merged from ``shop.orders`` equals it value by value (:mod:`..lake.verify.verify`),
         and the append-only change log of ``shop.ledger`` holds every row change the writer made
         exactly once (count equal, no (position, key, op) twice, newest image per key equal to the
         source row): nothing lost, nothing doubled
@@ -26,8 +26,8 @@ That fixes lower bounds on the hits it makes (:func:`certain_hits`): a batch hol
 target is an image), so ``before_commit``, ``after_commit``, ``after_ack``, the ledger's
 ``merge_table``, its ``mark_tag`` (after its commit, before its mark's tag moves) and its
 ``file_written`` (the driver writes the ledger's chunk as a data file,
-:mod:`..lake.file_append`; the other tables' MERGEs by the driver hit it too,
-:mod:`..lake.position_delta`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
+:mod:`..lake.native.file_append`; the other tables' MERGEs by the driver hit it too,
+:mod:`..lake.native.position_delta`) are hit at least ``ceil(L / (commit_rows + BATCH_SIZE))`` times. A
 kill point is the ``n``-th hit of a failpoint with ``n`` drawn within that bound, so every planned
 kill happens; one that does not is an error (the bound, or the drain, changed). The kinds take
 turns in a seeded order (every kind once per ``len(KINDS)`` kills): the eight failpoints (drain,
@@ -350,8 +350,8 @@ def _child(spec: RunSpec, run_id: str, try_number: int) -> None:
         store_capacity,
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
-    from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("py4j", "kazoo"):

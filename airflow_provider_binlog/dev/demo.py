@@ -66,8 +66,8 @@ def run_dag(env: dict[str, str], log: Path) -> float:
 
 
 def show_and_verify(mariadb: MariaDbServer, warehouse: Path) -> bool:
-    from airflow_provider_binlog.lake.session import create_session
-    from airflow_provider_binlog.lake.verify import verify_tables
+    from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.verify.verify import verify_tables
 
     spark = create_session(app_name="binlog-cdc-demo-verify", master="local[2]", warehouse=str(warehouse))
     try:

@@ -202,8 +202,8 @@ def run_load(
         source_connection,
         store_capacity,
     )
-    from airflow_provider_binlog.lake.session import create_session
-    from airflow_provider_binlog.lake.verify import verify_tables
+    from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.verify.verify import verify_tables
 
     ns = f"load_{uuid.uuid4().hex[:8]}"
     destination = ns.replace("_", "-")

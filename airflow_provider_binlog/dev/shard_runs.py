@@ -83,9 +83,9 @@ def _child(spec: ShardSpec) -> None:
         store_capacity,
     )
     from airflow_provider_binlog.drain.wiring import source_from_uri
-    from airflow_provider_binlog.lake.merge import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf
-    from airflow_provider_binlog.lake.shards import bind_options, check_routes
+    from airflow_provider_binlog.lake.shards.shards import bind_options, check_routes
+    from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("py4j", "kazoo"):

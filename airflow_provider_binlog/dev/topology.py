@@ -74,7 +74,7 @@ exec "$@"
 
 def spark_home() -> Path:
     """The Spark distribution inside the PySpark installation (``bin/spark-class``, ``jars/``)."""
-    from airflow_provider_binlog.lake.jars import pyspark_jars_dir
+    from airflow_provider_binlog.lake.spark.jars import pyspark_jars_dir
 
     return pyspark_jars_dir().parent
 

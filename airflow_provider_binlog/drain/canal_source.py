@@ -156,7 +156,7 @@ class CanalDrain:
     :param routes: source tables -> lake tables.
     :param spark: the session factory.
     :param limits: chunk limits.
-    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
     :param on_schema_change: the merger's DDL policy.
     :param connect: a source connection factory to resolve glob routes (``None``: the routes' exact
         names only; glob-routed targets are found as their changes come).
@@ -196,8 +196,8 @@ class CanalDrain:
 
     def _make_merger(self) -> Any:
         from airflow_provider_binlog.drain.source import known_routes
-        from airflow_provider_binlog.lake.merge import ChangeMerger
-        from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.shards.shard_writers import check_merger
+        from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
         spark = self.spark_factory()
         known = known_routes(self.connect, self.routes) if self.connect is not None else self.routes.exact

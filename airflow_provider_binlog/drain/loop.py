@@ -82,7 +82,7 @@ class Consumer(Protocol):
 
 
 class Merger(Protocol):
-    """What the loop uses of a :class:`~..lake.merge.ChangeMerger`."""
+    """What the loop uses of a :class:`~..lake.write.merge.ChangeMerger`."""
 
     @property
     def held(self) -> int: ...

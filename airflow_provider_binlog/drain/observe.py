@@ -13,7 +13,7 @@
                             committing thread (:func:`..lake.commits.observe_commits`)
 ``tables(read, merged)``    at the end of the run, also of a failed one: per lake table the changes
                             (row changes and statements) read for it
-                            (:attr:`~..lake.merge.ChangeMerger.read`) and the counts of the commits
+                            (:attr:`~..lake.write.merge.ChangeMerger.read`) and the counts of the commits
                             that returned (the summary's ``tables``)
 ==========================  ========================================================================
 

@@ -35,7 +35,7 @@ def prepare_swap(
     docstring); return the decision taken (``None``: the statement is no cut-over).
 
     :param exc: the :class:`~..canal.operations.ResnapshotNeeded` of the cut-over.
-    :param merger: the run's :class:`~..lake.merge.ChangeMerger` (its session and options).
+    :param merger: the run's :class:`~..lake.write.merge.ChangeMerger` (its session and options).
     :param target: ``t``'s lake table, as the re-snapshot's record names it.
     :param report: ``report(level, line)``.
     """

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.canal.meta.base import MetaManager
     from airflow_provider_binlog.canal.meta.model import ClientIdentity
     from airflow_provider_binlog.canal.resnapshot import ResnapshotResult
-    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 log = logging.getLogger(__name__)
 

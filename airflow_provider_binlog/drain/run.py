@@ -49,7 +49,7 @@ from airflow_provider_binlog.drain.source import (
 if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
     from airflow_provider_binlog.canal.routing import Routes
-    from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+    from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class RunSettings:
     :param staging_uri: where the run stages Parquet for Spark (a path or a ``pyarrow.fs`` URI the
         executors read too; ``local``: the driver's temporary directory); ``None``: the session's
         ``spark.binlog_cdc.staging_uri``, else ``<warehouse>/_binlog_cdc_staging`` (see
-        :mod:`..lake.staging`). The run removes what killed runs of its destination left there.
+        :mod:`..lake.write.staging`). The run removes what killed runs of its destination left there.
     :param interval: how a timestamp stop (an interval's end) waits for the server to reach it
         (:mod:`.interval`).
     :param maintenance: a :class:`~..lake.maintenance.MaintenancePolicy`: at the start the tables
@@ -147,8 +147,9 @@ class Drain:
     :param settings: the run's settings.
     :param spark: starts the SparkSession (called in the committer thread).
     :param connect: opens a plain connection to the source (``information_schema``, snapshots).
-    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
-    :param on_schema_change: the merger's policy for DDL statements (see :class:`~..lake.merge.ChangeMerger`).
+    :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
+    :param on_schema_change: the merger's policy for DDL statements (see
+        :class:`~..lake.write.merge.ChangeMerger`).
     :param report: ``report(level, line)`` for progress and decisions.
     :param observer: told the lags, commit durations and per-table counts (:mod:`.observe`).
     """
@@ -204,7 +205,7 @@ class Drain:
         spark = self.spark_factory()
         uri = self.settings.staging_uri
         if uri and self._staging_conf is None:
-            from airflow_provider_binlog.lake.staging import STAGING_CONF
+            from airflow_provider_binlog.lake.write.staging import STAGING_CONF
 
             self._staging_conf = (spark, spark.conf.get(STAGING_CONF, None))
             spark.conf.set(STAGING_CONF, uri)
@@ -213,9 +214,9 @@ class Drain:
     def _make_merger(self) -> ChangeMerger:
         """In the committer thread: Spark, then the merger with every known target's mark loaded
         (the first fold of a target would wait for Spark to load its table otherwise)."""
-        from airflow_provider_binlog.lake.merge import ChangeMerger
-        from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.shards.shard_writers import check_merger
         from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+        from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
         spark = self.spark or (self.session.result() if self.session is not None else self._spark())
         instance = self.instance  # staging tables of killed re-snapshot attempts go first
@@ -250,7 +251,7 @@ class Drain:
 
     def _clean_staging(self, root: str) -> None:
         """Remove the staging areas killed runs of this destination left (created before it was held)."""
-        from airflow_provider_binlog.lake.staging import clean_orphans, destination_folder
+        from airflow_provider_binlog.lake.write.staging import clean_orphans, destination_folder
 
         if self.held_at is None:
             return
@@ -540,7 +541,7 @@ class Drain:
         if merger is None or not committed:
             return {}
         found: dict[str, str] = {}
-        try:  # several tables read at once (lake/runner.py: TargetRunner.map)
+        try:  # several tables read at once (lake/write/runner.py: TargetRunner.map)
             for marks in merger.runner.map(merger.committed, dict.fromkeys(committed)):
                 for name, mark in marks.items():
                     if mark is not None and mark.snapshot_id >= 0:
@@ -554,13 +555,13 @@ class Drain:
         return found
 
     def _lineage(self, loop: ChunkLoop) -> dict[str, Any] | None:
-        """What the run committed, for lineage (:func:`..lake.describe.describe_run`): the source
+        """What the run committed, for lineage (:func:`..lake.verify.describe.describe_run`): the source
         tables per lake table and both sides' columns; a failure is reported and leaves it out."""
         merger: Any = loop.merger
         loaded = [(r.source, r.target) for r in loop.resnapshots if not r.gone]
         if merger is None or not (merger.sources or loaded):
             return None
-        from airflow_provider_binlog.lake.describe import describe_run
+        from airflow_provider_binlog.lake.verify.describe import describe_run
 
         try:
             return describe_run(merger.spark, merger.sources, loaded, merger.runner.map)
@@ -607,11 +608,11 @@ class Drain:
 
     def _stop_spark(self) -> None:
         if self.spark is not None and self.settings.stop_spark:
-            from airflow_provider_binlog.lake.session import stop_session
+            from airflow_provider_binlog.lake.spark.session import stop_session
 
             stop_session(self.spark)
         elif self._staging_conf is not None:  # the session lives on: its own staging setting back
-            from airflow_provider_binlog.lake.staging import STAGING_CONF
+            from airflow_provider_binlog.lake.write.staging import STAGING_CONF
 
             session, before = self._staging_conf
             session.conf.unset(STAGING_CONF) if before is None else session.conf.set(STAGING_CONF, before)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
-    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 SNAPSHOT_MODES = ("never", "initial", "when_needed")
 
@@ -28,8 +28,8 @@ Report = Callable[[int, str], None]
 
 def key_columns(options: TargetOptions | Mapping[str, TargetOptions] | None, target: str) -> tuple[str, ...]:
     """The key columns ``options`` name for ``target`` (``()``: the table's primary key)."""
-    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.lake.sql import parse_name
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     if isinstance(options, TargetOptions):
         return options.key_columns
@@ -43,8 +43,8 @@ def target_options_for(
     options: TargetOptions | Mapping[str, TargetOptions] | None, target: str
 ) -> TargetOptions | None:
     """The options ``options`` give ``target`` (``None``: the defaults)."""
-    from airflow_provider_binlog.lake.merge import TargetOptions
     from airflow_provider_binlog.lake.sql import parse_name
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
     if options is None or isinstance(options, TargetOptions):
         return options

@@ -2,8 +2,8 @@
 
 PySpark is imported only inside this package. What the Airflow operator calls::
 
-    from airflow_provider_binlog.lake.session import create_session
-    from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, committed_marks
+    from airflow_provider_binlog.lake.spark.session import create_session
+    from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions, committed_marks
 
     spark = create_session(master=None, warehouse=None, catalog="lake", conf={...})
     with ChangeMerger(spark, destination, {"shop.orders": "lake.shop.orders"}, TargetOptions()) as merger:

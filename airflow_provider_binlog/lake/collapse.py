@@ -26,8 +26,8 @@ from typing import Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, RowChange
-from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
+from airflow_provider_binlog.lake.native import fold_native
 
 Meta = tuple[Op, int, BinlogPosition]
 """What the metadata columns need of the last change of a key: its op, commit time and position."""

@@ -86,7 +86,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -98,9 +97,10 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.errors import BinlogCdcError
 from airflow_provider_binlog.faults import failpoint
-from airflow_provider_binlog.lake import jvm_helpers, jvm_log
+from airflow_provider_binlog.lake import settings
 from airflow_provider_binlog.lake.errors import LakeError, LakeStatementError
-from airflow_provider_binlog.lake.java_classes import java_class, java_private_static, java_static
+from airflow_provider_binlog.lake.spark import jvm_helpers, jvm_log
+from airflow_provider_binlog.lake.spark.java_classes import java_class, java_private_static, java_static
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -237,7 +237,7 @@ def load_iceberg_table(spark: SparkSession, name: str) -> Any | None:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import AnalysisException
 
-    from airflow_provider_binlog.lake.session import activate
+    from airflow_provider_binlog.lake.spark.session import activate
 
     activate(spark)  # Spark3Util resolves the catalog through the thread's active session
     load = java_static(spark, "org.apache.iceberg.spark.Spark3Util", "loadIcebergTable")
@@ -553,7 +553,7 @@ CONFLICTS = (
 )
 """Java exceptions (anywhere in the cause chain) that make :func:`commit` check and retry."""
 
-RETRY_ENV = "BINLOG_CDC_COMMIT_RETRY"
+RETRY_ENV = settings.env_name("commit_retry")
 
 
 class CommitConflictError(LakeError):
@@ -599,7 +599,7 @@ class CommitRetry:
     @classmethod
     def default(cls) -> CommitRetry:
         """The defaults, or what ``$BINLOG_CDC_COMMIT_RETRY`` says."""
-        text = os.environ.get(RETRY_ENV)
+        text = settings.current().commit_retry
         return cls.parse(text) if text else cls()
 
 

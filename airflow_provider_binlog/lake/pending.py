@@ -38,11 +38,11 @@ from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.canal import operations
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
 from airflow_provider_binlog.canal.ddl import parse_ddl
-from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
+from airflow_provider_binlog.lake.native import fold_native
 from airflow_provider_binlog.lake.options import TargetOptions
-from airflow_provider_binlog.lake.shards import Shard, shard_keys, shard_of, shard_rename
+from airflow_provider_binlog.lake.shards.shards import Shard, shard_keys, shard_of, shard_rename
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.lake.commits import CommittedMark

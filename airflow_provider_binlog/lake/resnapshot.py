@@ -32,15 +32,17 @@ from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.resnapshot import ATTEMPT, STAGING_INFIX, mark_key, staging_parts
-from airflow_provider_binlog.lake import commits, merge_sql, shards
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.ddl import TargetTables, lake_columns, new_table_properties
+from airflow_provider_binlog.lake.ddl.ddl import TargetTables, lake_columns, new_table_properties
 from airflow_provider_binlog.lake.options import TargetOptions
-from airflow_provider_binlog.lake.runner import table_lock
-from airflow_provider_binlog.lake.session import activate
-from airflow_provider_binlog.lake.shard_swap import shard_swap
+from airflow_provider_binlog.lake.shards import shards
+from airflow_provider_binlog.lake.shards.shard_swap import shard_swap
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
+from airflow_provider_binlog.lake.spark.session import activate
 from airflow_provider_binlog.lake.sql import name_text, parse_name, quote_parts
+from airflow_provider_binlog.lake.write import merge_sql
+from airflow_provider_binlog.lake.write.runner import table_lock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from airflow_provider_binlog.canal.change import DdlEntry, Entry, RowChange
-from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.errors import LakeError
+from airflow_provider_binlog.lake.native import fold_native
 from airflow_provider_binlog.lake.sql import name_text, parse_name, quote_parts
 
 Resolver = Callable[[str, str], "str | None"]

@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
 from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
-from airflow_provider_binlog.lake import commits, file_append
+from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
-from airflow_provider_binlog.lake.ddl import lake_columns
+from airflow_provider_binlog.lake.ddl.ddl import lake_columns
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, table_lock
-from airflow_provider_binlog.lake.merge_sql import append_sql
-from airflow_provider_binlog.lake.shards import scope_sql
+from airflow_provider_binlog.lake.native import file_append
+from airflow_provider_binlog.lake.shards.shards import scope_sql
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions, table_lock
+from airflow_provider_binlog.lake.write.merge_sql import append_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,7 +81,7 @@ class LakeChunkLoader:
                 "shard under a destination of its own, or read those tables from the binlog only "
                 "(snapshot='never')"
             )
-        from airflow_provider_binlog.lake.shard_writers import check_merger
+        from airflow_provider_binlog.lake.shards.shard_writers import check_merger
 
         try:  # a table another destination fills is refused before a reset could empty it
             check_merger(self.merger, self.merger.load_marks())

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_binlog.canal.instance import CanalInstance
-    from airflow_provider_binlog.lake.merge import TargetOptions
+    from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
 STAGING_URI_ENV = "BINLOG_CDC_STAGING_URI"
@@ -86,13 +86,13 @@ class BinlogToSparkOperator(BaseOperator):
     :param spark_conf: more Spark configuration (cluster, catalog, jars.packages...).
     :param catalog: the Iceberg catalog name used in targets.
     :param catalog_conn_id: an Airflow connection that makes ``catalog`` an Iceberg JDBC catalog
-        (:func:`..lake.session.jdbc_catalog_conf`), read when the task runs (its password never
+        (:func:`..lake.spark.session.jdbc_catalog_conf`), read when the task runs (its password never
         reaches a rendered field, a log line or an XCom): type ``postgres`` (host, port, schema =
         database, login, password) or ``jdbc`` (host = ``jdbc:postgresql://...``); extras
         ``warehouse`` (default: ``warehouse``) and ``catalog_properties`` (more catalog properties).
         Its settings win over the same keys in ``spark_conf``.
     :param warehouse: warehouse of the default Hadoop catalog (default ``$BINLOG_CDC_WAREHOUSE``).
-    :param target_options: :class:`~..lake.merge.TargetOptions` for all targets or per target.
+    :param target_options: :class:`~..lake.write.merge.TargetOptions` for all targets or per target.
     :param on_schema_change: what a DDL statement on a source table does to its lake table:
         ``evolve`` / ``resnapshot`` / ``fail`` for every class of operation, or a mapping from class
         (``add_column``, ``drop_column``, ``rename_column``, ``modify_column``, ``drop_table``,
@@ -211,7 +211,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.warehouse = warehouse
         self.target_options = target_options
         if "{{" not in str(tables):  # sources colliding in one target without a shard column fail here
-            from airflow_provider_binlog.lake.shards import check_routes
+            from airflow_provider_binlog.lake.shards.shards import check_routes
 
             check_routes(tables, target_options)
         from airflow_provider_binlog.canal.operations import Policy
@@ -254,7 +254,7 @@ class BinlogToSparkOperator(BaseOperator):
 
     def _spark(self) -> Any:
         """Start (or join) the SparkSession (called by the drain in its committer thread)."""
-        from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, create_session
+        from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, create_session
 
         warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
         conf = dict(self.spark_conf or {})
@@ -272,7 +272,7 @@ class BinlogToSparkOperator(BaseOperator):
         """The JDBC catalog settings of ``catalog_conn_id`` (holding its password: never log them)."""
         from airflow.sdk import BaseHook
 
-        from airflow_provider_binlog.lake.session import default_warehouse, jdbc_catalog_conf, jdbc_uri
+        from airflow_provider_binlog.lake.spark.session import default_warehouse, jdbc_catalog_conf, jdbc_uri
 
         conn_id = str(self.catalog_conn_id)
         conn = BaseHook.get_connection(conn_id)
@@ -316,7 +316,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
         from airflow_provider_binlog.drain.interval import IntervalSettings
         from airflow_provider_binlog.hooks.binlog import BinlogHook
-        from airflow_provider_binlog.lake.shards import bind_options, check_routes
+        from airflow_provider_binlog.lake.shards.shards import bind_options, check_routes
         from airflow_provider_binlog.lake.sql import check_target
         from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
 
@@ -325,7 +325,7 @@ class BinlogToSparkOperator(BaseOperator):
         for pattern, name in routes.routes.items():
             check_target(name, pattern)
         check_routes(routes.routes, self.target_options)
-        # the shard values know the destination and connection from here on (lake.shards)
+        # the shard values know the destination and connection from here on (lake.shards.shards)
         target_options = bind_options(self.target_options, self.destination, self.mysql_conn_id)
         ti = context["ti"]
         run_id = str(context.get("run_id") or "manual")

@@ -33,7 +33,7 @@ What a COMPLETE event holds:
   = the Iceberg snapshot id after the run's commit (the summary's ``snapshots``).
 
 A run that committed nothing has no inputs and no outputs. The summary's ``lineage`` comes from
-:mod:`airflow_provider_binlog.lake.describe`.
+:mod:`airflow_provider_binlog.lake.verify.describe`.
 """
 
 from __future__ import annotations

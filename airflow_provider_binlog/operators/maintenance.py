@@ -82,7 +82,7 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
         self.stop_spark = stop_spark
 
     def _spark(self) -> Any:
-        from airflow_provider_binlog.lake.session import WAREHOUSE_ENV, create_session
+        from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, create_session
         from airflow_provider_binlog.operators.binlog_to_spark import SPARK_MASTER_ENV, BinlogToSparkOperator
 
         warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
@@ -102,7 +102,7 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_binlog.lake.maintenance import maintain
-        from airflow_provider_binlog.lake.session import stop_session
+        from airflow_provider_binlog.lake.spark.session import stop_session
         from airflow_provider_binlog.metrics import emit_maintenance
 
         assert self.policy is not None

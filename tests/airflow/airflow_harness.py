@@ -143,7 +143,7 @@ def meta_manager(zookeeper: ZooKeeperServer, chroot: str) -> Any:
 
 def lake_verify(mariadb: MariaDbServer, spark: Any, tables: dict[str, str]) -> list[Any]:
     """:func:`verify_tables` of ``tables`` against the source; returns the diffs."""
-    from airflow_provider_binlog.lake.verify import verify_tables
+    from airflow_provider_binlog.lake.verify.verify import verify_tables
 
     conn = mariadb.connect()
     try:

@@ -19,7 +19,7 @@ from airflow_provider_binlog.cli_verify import parse_conf, parse_keys, parse_tab
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.errors import MissingKeyError
-from airflow_provider_binlog.lake.verify import verify_table
+from airflow_provider_binlog.lake.verify.verify import verify_table
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -2,7 +2,7 @@
 
 Each run is a subprocess with env-var connections (as in :mod:`airflow_provider_binlog.dev.demo`);
 the lake is then read through a catalog registered in this process's Spark and compared with
-MariaDB value by value (:func:`~airflow_provider_binlog.lake.verify.verify_tables`).
+MariaDB value by value (:func:`~airflow_provider_binlog.lake.verify.verify.verify_tables`).
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ import pytest
 from airflow_harness import make_context
 
 from airflow_provider_binlog.dev.services import MariaDbServer
-from airflow_provider_binlog.lake.merge import TargetOptions
 from airflow_provider_binlog.lake.options import OP_COLUMN
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
+from airflow_provider_binlog.lake.write.merge import TargetOptions
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -123,8 +123,8 @@ VERIFY_JDBC = textwrap.dedent(
     """
     import os, sys
     from airflow_provider_binlog.drain.wiring import source_connection, source_from_uri
-    from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf
-    from airflow_provider_binlog.lake.verify import verify_tables
+    from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
+    from airflow_provider_binlog.lake.verify.verify import verify_tables
 
     e = os.environ
     conf = jdbc_catalog_conf(e["CATALOG_URI"], e["CATALOG_USER"], e["CATALOG_PASSWORD"], e["WAREHOUSE"])

@@ -1,7 +1,7 @@
 """BinlogToSparkOperator on the isolated Spark standalone worker with a workload only Spark's
 ``MERGE INTO`` can write: a composite key (one part a string), a DOUBLE column, a key change and
 soft deletes on a copy-on-write table (the driver's own writers take one key column and hard deletes
-only, see ``lake/statements.py``).
+only, see ``lake/write/statements.py``).
 
 The operator runs in a driver process of its own (one JVM holds one SparkContext) against MariaDB
 and ZooKeeper; after its second run the driver reads Spark's REST API of its own UI. Asserted: the

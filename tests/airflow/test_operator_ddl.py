@@ -169,7 +169,9 @@ def test_ddl_classes_in_one_run_and_across_runs(harness: Harness, caplog: pytest
     caplog.set_level(logging.INFO)
     h.run()
     # the run's log names the DDL it applied, table by table, with the statement and its position
-    applied = [r.getMessage() for r in caplog.records if r.name == "airflow_provider_binlog.lake.statements"]
+    applied = [
+        r.getMessage() for r in caplog.records if r.name == "airflow_provider_binlog.lake.write.statements"
+    ]
     said = "\n".join(applied)
     assert f"lake.{db}.t: added column `x`, existing rows set to 7 (the statement at mysql-bin." in said, said
     assert f"ALTER TABLE {db}.t ADD COLUMN x INT NOT NULL DEFAULT 7 AFTER a)" in said, said

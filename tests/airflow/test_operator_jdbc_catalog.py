@@ -26,7 +26,7 @@ from airflow_provider_binlog import faults
 from airflow_provider_binlog.dev.services import MariaDbServer, PostgresServer
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.resnapshot import RESNAPSHOT
-from airflow_provider_binlog.lake.session import jdbc_catalog_conf
+from airflow_provider_binlog.lake.spark.session import jdbc_catalog_conf
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

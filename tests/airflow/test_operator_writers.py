@@ -13,7 +13,7 @@ from airflow_harness import Shop, lake_verify, make_context
 
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.lake.errors import LakeError
-from airflow_provider_binlog.lake.merge import TargetOptions
+from airflow_provider_binlog.lake.write.merge import TargetOptions
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -24,7 +24,7 @@ from airflow_harness import AIRFLOW, DagRunResult, Shop, make_context
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.dev.services import free_port
 from airflow_provider_binlog.lake.errors import LakeStatementError
-from airflow_provider_binlog.lake.merge import ChangeMerger
+from airflow_provider_binlog.lake.write.merge import ChangeMerger
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -196,7 +196,7 @@ def test_a_missing_version_hint_after_a_killed_run_is_no_warning(
     """A run killed between writing a table's metadata and its version-hint.text leaves the hint
     behind (or none): the next load of the table makes Iceberg warn with a FileNotFoundException and a
     stack trace, then list the metadata files and go on. Through the driver's stderr
-    (lake/jvm_log.py) that record, trace included, is DEBUG: no warning, no error line."""
+    (lake/spark/jvm_log.py) that record, trace included, is DEBUG: no warning, no error line."""
     ns = f"hint_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE TABLE lake.{ns}.t (id INT) USING iceberg")
     spark.sql(f"INSERT INTO lake.{ns}.t VALUES (1)")

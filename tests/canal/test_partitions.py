@@ -17,7 +17,7 @@ from airflow_provider_binlog.canal import partitions as P
 from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.meta import ClientIdentity, MemoryMetaManager
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.lake.actions import predicate_sql
+from airflow_provider_binlog.lake.ddl.actions import predicate_sql
 from airflow_provider_binlog.lake.options import TargetOptions
 
 ID = ColumnDef("id", T.LONG)

@@ -12,7 +12,7 @@ import sys
 from airflow_provider_binlog.canal.routing import Routes
 from airflow_provider_binlog.canalnet.client import CanalClient
 from airflow_provider_binlog.drain.canal_source import CanalDrain
-from airflow_provider_binlog.lake.session import create_session
+from airflow_provider_binlog.lake.spark.session import create_session
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 port, warehouse, source, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]

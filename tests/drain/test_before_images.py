@@ -6,9 +6,9 @@ from __future__ import annotations
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.drain.before_images import key_columns_only
-from airflow_provider_binlog.lake.merge import TargetOptions
 from airflow_provider_binlog.lake.options import options_for
 from airflow_provider_binlog.lake.routes import TargetRoutes
+from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 T = ColumnType
 COLUMNS = (ColumnDef("id", T.LONG), ColumnDef("code", T.VARCHAR), ColumnDef("v", T.LONG))

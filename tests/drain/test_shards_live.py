@@ -27,7 +27,7 @@ from airflow_provider_binlog.dev.shard_runs import (
     binlog_head,
     run_all,
 )
-from airflow_provider_binlog.lake.session import jdbc_catalog_conf
+from airflow_provider_binlog.lake.spark.session import jdbc_catalog_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(1800)]
 

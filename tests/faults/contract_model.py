@@ -6,7 +6,7 @@ routed by one glob (``{db}.*`` -> ``lake.{ns}.{table}``) except the ``nr_*`` tab
 Rounds of operations alternate with operator runs (:class:`Runs`, ``BinlogToSparkOperator`` in this
 process, Spark shared with the test). After every run that reached the head, :meth:`Runs.check`
 compares each lake table with its source table: the same columns (by name) and, value by value,
-the same rows (:func:`airflow_provider_binlog.lake.verify.verify_table`); a table the source no
+the same rows (:func:`airflow_provider_binlog.lake.verify.verify.verify_table`); a table the source no
 longer has is empty or missing in the lake; no lake table exists that was never a routed source
 table (excluded and shadow tables never become lake tables).
 
@@ -56,7 +56,7 @@ from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.sql import quote_parts
-from airflow_provider_binlog.lake.verify import verify_table
+from airflow_provider_binlog.lake.verify.verify import verify_table
 
 ENV_SEED = "BINLOG_CDC_CONTRACT_SEED"
 ENV_ROUNDS = "BINLOG_CDC_CONTRACT_ROUNDS"

@@ -21,9 +21,9 @@ from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.errors import MissingKeyError, TypeMappingError
-from airflow_provider_binlog.lake.merge import TargetOptions
 from airflow_provider_binlog.lake.types import TypeOptions
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
+from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

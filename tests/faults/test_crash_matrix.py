@@ -34,7 +34,7 @@ from figures import FIGURES
 from airflow_provider_binlog.dev import user_maintenance
 from airflow_provider_binlog.dev.crash import KINDS, CrashMatrix, RunSpec
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -26,7 +26,7 @@ from airflow_provider_binlog.dev.crash import (
     run_once,
 )
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

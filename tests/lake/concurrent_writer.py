@@ -21,8 +21,8 @@ from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.merge import merge_batch
-from airflow_provider_binlog.lake.session import create_session, jdbc_catalog_conf
+from airflow_provider_binlog.lake.spark.session import create_session, jdbc_catalog_conf
+from airflow_provider_binlog.lake.write.merge import merge_batch
 
 SCHEMA = TableSchema("db", "t", (ColumnDef("id", T.LONG), ColumnDef("v", T.VARCHAR, collation=45)), ("id",))
 OPS = {"i": Op.INSERT, "u": Op.UPDATE, "d": Op.DELETE}

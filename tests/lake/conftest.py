@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_binlog.lake import class_archive, file_append, jars, local_fs_jar
+from airflow_provider_binlog.lake.native import file_append
+from airflow_provider_binlog.lake.spark import class_archive, jars, local_fs_jar
 
 
 class _ReadOnly(LocalFileSystem):

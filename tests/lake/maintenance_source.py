@@ -11,7 +11,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 SCHEMA = TableSchema(
     "src",

@@ -30,8 +30,8 @@ DRIVER = textwrap.dedent(
     from airflow_provider_binlog.binlog.constants import ColumnType as T
     from airflow_provider_binlog.binlog.position import BinlogPosition
     from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-    from airflow_provider_binlog.lake.merge import merge_batch
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.write.merge import merge_batch
+    from airflow_provider_binlog.lake.spark.session import create_session
 
     master, warehouse, staging = sys.argv[1], sys.argv[2], sys.argv[3] or None
     spark = create_session(
@@ -154,9 +154,9 @@ MERGE_DRIVER = textwrap.dedent(
     from airflow_provider_binlog.binlog.constants import ColumnType as T
     from airflow_provider_binlog.binlog.position import BinlogPosition
     from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-    from airflow_provider_binlog.lake.merge import merge_batch
+    from airflow_provider_binlog.lake.write.merge import merge_batch
     from airflow_provider_binlog.lake.options import TargetOptions
-    from airflow_provider_binlog.lake.session import create_session
+    from airflow_provider_binlog.lake.spark.session import create_session
 
     master, warehouse = sys.argv[1], sys.argv[2]
     spark = create_session(

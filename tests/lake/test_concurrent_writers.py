@@ -24,7 +24,7 @@ import pytest
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.dev.services import PostgresServer
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.session import jdbc_catalog_conf
+from airflow_provider_binlog.lake.spark.session import jdbc_catalog_conf
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

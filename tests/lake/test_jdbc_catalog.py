@@ -23,9 +23,9 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.canal.resnapshot import mark_key
 from airflow_provider_binlog.dev.services import PostgresServer
 from airflow_provider_binlog.lake import commits
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions, merge_batch
 from airflow_provider_binlog.lake.resnapshot import RESNAPSHOT, LakeResnapshot, namespace_tables
-from airflow_provider_binlog.lake.session import jdbc_catalog_conf
+from airflow_provider_binlog.lake.spark.session import jdbc_catalog_conf
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions, merge_batch
 
 from .model import SourceTable, all_type_columns, read_table
 

@@ -313,7 +313,7 @@ def test_a_compaction_committed_inside_a_loads_commit_is_retried_over(
     read, and before it commits, a compaction rewrites every file those vectors point at. The load's
     commit fails Iceberg's validation, is retried by ``commits.commit`` on the compacted table, and
     the lake equals the model (no row resurrected by a vector on a removed file, none doubled)."""
-    from airflow_provider_binlog.lake import position_delta
+    from airflow_provider_binlog.lake.native import position_delta
 
     target, src = _loaded(spark, runs=4)
     real = position_delta.failpoint

@@ -15,7 +15,8 @@ import pytest
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
-from airflow_provider_binlog.lake import commits, jvm_helpers
+from airflow_provider_binlog.lake import commits
+from airflow_provider_binlog.lake.spark import jvm_helpers
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """A destination's committed mark read from a table (``lake/commits.mark_of``, walked in the JVM by
-``MarkReader``, ``lake/jvm_helpers.py``) against real local Spark + Iceberg: the newest snapshot of
+``MarkReader``, ``lake/spark/jvm_helpers.py``) against real local Spark + Iceberg: the newest snapshot of
 that destination behind other writers' snapshots, not another destination's, nor a snapshot of it
 without an order key; none past ``max_depth`` snapshots; a table without snapshots has none."""
 

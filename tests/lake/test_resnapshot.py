@@ -20,7 +20,7 @@ from airflow_provider_binlog.drain.resnapshot import resnapshot
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.resnapshot import RESNAPSHOT, LakeResnapshot
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
 
 from .test_snapshot import Writer, _config, _fill, _snapshot, incremental
 

@@ -26,7 +26,7 @@ from airflow_provider_binlog.canal.resnapshot import resnapshot_key
 from airflow_provider_binlog.canal.routing import Routes
 from airflow_provider_binlog.drain.loop import Limits
 from airflow_provider_binlog.drain.run import Drain, RunSettings
-from airflow_provider_binlog.lake.merge import ChangeMerger
+from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
 from .test_resnapshot import _assert_equal, _diffs, _setup, _swaps
 from .test_snapshot import Writer, incremental

@@ -27,10 +27,10 @@ from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
 from airflow_provider_binlog.canal.snapshot import Snapshot, table_key
 from airflow_provider_binlog.canal.snapshot_position import consistent_start
-from airflow_provider_binlog.lake import file_append
-from airflow_provider_binlog.lake.merge import ChangeMerger, TargetOptions
+from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader, chunk_commits
-from airflow_provider_binlog.lake.verify import verify_tables
+from airflow_provider_binlog.lake.verify.verify import verify_tables
+from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

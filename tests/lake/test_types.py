@@ -17,14 +17,14 @@ import pytest
 from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
-from airflow_provider_binlog.lake import class_archive, jars
-from airflow_provider_binlog.lake.ddl import new_table_properties
+from airflow_provider_binlog.lake.ddl.ddl import new_table_properties
 from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
-from airflow_provider_binlog.lake.merge_sql import partition_field
-from airflow_provider_binlog.lake.session import ICEBERG_EXTENSIONS, local_cores, session_conf
+from airflow_provider_binlog.lake.spark import class_archive, jars
+from airflow_provider_binlog.lake.spark.session import ICEBERG_EXTENSIONS, local_cores, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
-from airflow_provider_binlog.lake.staging import StagingArea, to_arrow
 from airflow_provider_binlog.lake.types import LakeColumn, TypeOptions, map_column, widening
+from airflow_provider_binlog.lake.write.merge_sql import partition_field
+from airflow_provider_binlog.lake.write.staging import StagingArea, to_arrow
 
 UTF8, BIN = 45, 63
 
@@ -267,7 +267,7 @@ def test_shaded_jackson_jar_is_built_once(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")  # jars.main builds no archive; be sure
     if not Path(jars.JARJAR_DEFAULT).exists():
         pytest.skip("libjarjar-java is not installed")
-    with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.jars"):
+    with pytest.raises(LakeError, match=r"python -m airflow_provider_binlog\.lake\.spark\.jars"):
         jars.shaded_jackson_jar(build=False)
     assert jars.main([]) == 0
     jar = jars.shaded_jackson_jar()

@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.lake import jvm_helpers
 from airflow_provider_binlog.lake.commits import DESTINATION, ORDER_KEY
+from airflow_provider_binlog.lake.spark import jvm_helpers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -59,7 +59,7 @@ def maintain_table(
     report: Report = _log_report,
 ) -> dict[str, Any]:
     """Maintain one table (see :func:`maintain`); return its summary."""
-    from airflow_provider_binlog.lake.session import activate
+    from airflow_provider_binlog.lake.spark.session import activate
 
     activate(spark)
     started = time.monotonic()

@@ -1,0 +1,1 @@
+"""Sharded sources: several source tables or destinations filling one lake table."""

@@ -1,0 +1,1 @@
+"""Source against lake: verification, verification at a cursor, and lineage descriptions."""
