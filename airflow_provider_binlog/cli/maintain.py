@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from airflow_provider_binlog.cli.common import add_lake_arguments, parse_conf
 from airflow_provider_binlog.errors import ConfigurationError
 
 
@@ -38,25 +39,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print each table's state and what is due; change nothing"
     )
-    lake = p.add_argument_group("lake")
-    lake.add_argument("--warehouse", help="warehouse of the embedded Hadoop catalog")
-    lake.add_argument(
-        "--catalog", default="lake", help="Iceberg catalog name used in the tables (default lake)"
-    )
-    lake.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
-    lake.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="more Spark configuration (repeatable)",
-    )
+    add_lake_arguments(p, catalog_help="Iceberg catalog name used in the tables (default lake)")
     p.set_defaults(func=run_maintain)
 
 
 def run_maintain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``binlog-cdc maintain``; print the summary (or the plan) as JSON; return 0."""
-    from airflow_provider_binlog.cli_verify import parse_conf
     from airflow_provider_binlog.lake import session
     from airflow_provider_binlog.lake.maintenance import maintain
     from airflow_provider_binlog.lake.maintenance.policy import MaintenancePolicy

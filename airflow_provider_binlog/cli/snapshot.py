@@ -26,12 +26,14 @@ import re
 import sys
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli_common import (
+from airflow_provider_binlog.cli.common import (
     add_destination_arguments,
+    add_lake_arguments,
     add_source_arguments,
+    parse_conf,
     source_password,
 )
-from airflow_provider_binlog.cli_verify import parse_conf, parse_tables
+from airflow_provider_binlog.cli.verify import parse_tables
 from airflow_provider_binlog.errors import ConfigurationError
 
 
@@ -58,13 +60,7 @@ def register(subparsers: Any) -> None:
         help="key columns of a table without a primary key (repeatable)",
     )
     p.add_argument("--chunk-size", type=int, default=50_000, help="rows per chunk (default 50000)")
-    lake = p.add_argument_group("lake")
-    lake.add_argument("--warehouse", help="warehouse of the embedded Hadoop catalog")
-    lake.add_argument("--catalog", default="lake", help="Iceberg catalog name used in targets (default lake)")
-    lake.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
-    lake.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="more Spark configuration"
-    )
+    add_lake_arguments(p)
     p.set_defaults(func=run_snapshot)
 
 

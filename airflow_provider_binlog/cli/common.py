@@ -1,4 +1,5 @@
-"""What several ``binlog-cdc`` subcommands share: the source connection options and the password."""
+"""What several ``binlog-cdc`` subcommands share: the source, destination and lake options, ``--conf``
+and the password."""
 
 from __future__ import annotations
 
@@ -35,6 +36,38 @@ def add_destination_arguments(parser: Any) -> Any:
         help="with --zookeeper: seconds to wait for another consumer of the destination (default 60)",
     )  # fmt: skip
     return dest
+
+
+def add_lake_arguments(
+    parser: Any,
+    warehouse_help: str = "warehouse of the embedded Hadoop catalog",
+    catalog_help: str = "Iceberg catalog name used in targets (default lake)",
+) -> Any:
+    """``--warehouse --catalog --spark-master --conf`` in the group ``lake``; return the group
+    (``--conf`` is read by :func:`parse_conf`)."""
+    lake = parser.add_argument_group("lake")
+    lake.add_argument("--warehouse", help=warehouse_help)
+    lake.add_argument("--catalog", default="lake", help=catalog_help)
+    lake.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
+    lake.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more Spark configuration (repeatable)",
+    )
+    return lake
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{k: v}``."""
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"--conf: cannot read {item!r}; write key=value")
+        conf[key.strip()] = value
+    return conf
 
 
 def source_password(args: argparse.Namespace) -> str:

@@ -26,7 +26,12 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli_common import add_source_arguments, source_password
+from airflow_provider_binlog.cli.common import (
+    add_lake_arguments,
+    add_source_arguments,
+    parse_conf,
+    source_password,
+)
 from airflow_provider_binlog.errors import ConfigurationError
 
 
@@ -45,20 +50,10 @@ def register(subparsers: Any) -> None:
         metavar="SRC=TARGET,...",
         help="source schema.table = lake catalog.namespace.table pairs, comma-separated",
     )
-    lake = p.add_argument_group("lake")
-    lake.add_argument(
-        "--warehouse",
-        help="warehouse of the embedded Hadoop catalog: the operator's warehouse= (default "
+    add_lake_arguments(
+        p,
+        warehouse_help="warehouse of the embedded Hadoop catalog: the operator's warehouse= (default "
         "$BINLOG_CDC_WAREHOUSE); required unless the catalog is given by --conf",
-    )
-    lake.add_argument("--catalog", default="lake", help="Iceberg catalog name used in targets (default lake)")
-    lake.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
-    lake.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="more Spark configuration (repeatable)",
     )
     p.add_argument(
         "--show", "--limit", dest="show", type=int, default=10, metavar="N",
@@ -141,17 +136,6 @@ def parse_keys(items: list[str], tables: dict[str, str]) -> dict[str, list[str]]
             raise ConfigurationError(f"--key: {source} is not one of the --tables")
         out[source] = columns
     return out
-
-
-def parse_conf(items: list[str]) -> dict[str, str]:
-    """``["k=v", ...]`` -> ``{k: v}``."""
-    conf = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigurationError(f"--conf: cannot read {item!r}; write key=value")
-        conf[key.strip()] = value
-    return conf
 
 
 def check_lake(warehouse: str | None, catalog: str, conf: dict[str, str]) -> None:

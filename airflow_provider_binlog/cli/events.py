@@ -1,10 +1,4 @@
-"""``binlog-cdc``: command-line tools.
-
-Subcommands live in modules that expose ``register(subparsers)``; it adds its parser and sets
-``func`` (``(args) -> int``) as the parser default. :data:`SUBCOMMAND_MODULES` lists them; to add
-one, write the module and append its name there (``verify`` lives in :mod:`.cli_verify`).
-
-``binlog-cdc events`` prints binlog events from a server or from files::
+"""``binlog-cdc events`` prints binlog events from a server or from files::
 
     binlog-cdc events --host db --user repl --password-env DB_PASSWORD --from mysql-bin.000042:4
     binlog-cdc events --host db --user repl --password-env DB_PASSWORD --gtid '0-1-100' --follow
@@ -25,32 +19,17 @@ import argparse
 import base64
 import dataclasses
 import datetime as dt
-import importlib
 import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from enum import Enum
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli_common import add_source_arguments, source_password
-from airflow_provider_binlog.errors import BinlogCdcError, ConfigurationError
-
-SUBCOMMAND_MODULES: list[str] = [
-    "airflow_provider_binlog.cli",
-    "airflow_provider_binlog.cli_verify",
-    "airflow_provider_binlog.cli_snapshot",
-    "airflow_provider_binlog.cli_resnapshot",
-    "airflow_provider_binlog.cli_status",
-    "airflow_provider_binlog.cli_canal_server",
-    "airflow_provider_binlog.cli_maintain",
-]
-"""Modules whose ``register(subparsers)`` adds a subcommand (this one adds ``events``,
-:mod:`.cli_verify` adds ``verify``, :mod:`.cli_snapshot` adds ``snapshot``, :mod:`.cli_resnapshot`
-adds ``resnapshot``, :mod:`.cli_status` adds ``status``, :mod:`.cli_maintain` adds ``maintain``)."""
-
+from airflow_provider_binlog.cli.common import add_source_arguments, source_password
+from airflow_provider_binlog.errors import ConfigurationError
 
 # --------------------------------------------------------------------------- JSON values
 
@@ -297,36 +276,3 @@ def run_events(args: argparse.Namespace, out: TextIO | None = None) -> int:
             break
     out.flush()
     return 0
-
-
-# --------------------------------------------------------------------------- main
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="binlog-cdc", description="airflow-provider-binlog tools")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    subparsers.required = True
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``binlog-cdc``."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except BinlogCdcError as exc:
-        print(f"binlog-cdc {args.command}: error: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        # output closed early (e.g. piped into head): not an error
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

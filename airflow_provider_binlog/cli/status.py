@@ -24,7 +24,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli_common import (
+from airflow_provider_binlog.cli.common import (
     add_destination_arguments,
     add_source_arguments,
     source_password,

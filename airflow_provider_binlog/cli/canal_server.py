@@ -23,7 +23,7 @@ import signal
 import threading
 from typing import Any
 
-from airflow_provider_binlog.cli_common import add_source_arguments, source_password
+from airflow_provider_binlog.cli.common import add_source_arguments, source_password
 from airflow_provider_binlog.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
