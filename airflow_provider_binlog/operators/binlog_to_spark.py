@@ -318,7 +318,7 @@ class BinlogToSparkOperator(BaseOperator):
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.shards import bind_options, check_routes
         from airflow_provider_binlog.lake.sql import check_target
-        from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
+        from airflow_provider_binlog.operators.metrics import RunMetrics, emit_headroom
 
         self._check_start_from()
         routes = Routes(dict(self.tables), exclude=self.exclude, shadow_tables=self.shadow_tables)
@@ -370,7 +370,7 @@ class BinlogToSparkOperator(BaseOperator):
             try:
                 summary = self._lineage_summary = drain.run(stop_at)
                 if "maintenance" in summary:
-                    from airflow_provider_binlog.metrics import emit_maintenance
+                    from airflow_provider_binlog.operators.metrics import emit_maintenance
 
                     emit_maintenance(summary["maintenance"])
                 self._asset_events(context, summary)

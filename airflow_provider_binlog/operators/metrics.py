@@ -25,7 +25,7 @@
 ==================================================  =========  =============================================
 
 Counters are sent at the end of a run (also a failed one: what its returned commits applied), the
-rest as measured (:mod:`.drain.observe`). Every metric is tagged ``destination`` (and ``table``: the
+rest as measured (:mod:`..drain.observe`). Every metric is tagged ``destination`` (and ``table``: the
 lake table's dotted name). In a name, each part is one segment: characters a StatsD name cannot hold,
 ``.`` included, become ``_``, and a part is cut to 60 characters (then ends with a hash of the whole
 part), so ``lake.shop.orders`` is ``lake_shop_orders``. With OpenTelemetry (``[metrics] otel_on``,
@@ -33,7 +33,7 @@ whose names are short and constant) the names are the ones before ``{destination
 tags.
 
 The headroom: seconds until the server may purge the binlog file of the cursor, as the operator's
-run start and the sensor's first poke found it (:attr:`~.drain.source.Retention.metric_seconds`;
+run start and the sensor's first poke found it (:attr:`~..drain.source.Retention.metric_seconds`;
 negative: past the retention; the whole retention while the cursor is in the file the server writes
 now; not sent when the server purges nothing by age). Alert well before it reaches 0.
 
@@ -132,7 +132,7 @@ def _guarded(what: str, send: Any, *args: Any) -> bool:
 
 
 class RunMetrics:
-    """A run's observer (:class:`~.drain.observe.RunObserver`) that sends the metrics above.
+    """A run's observer (:class:`~..drain.observe.RunObserver`) that sends the metrics above.
 
     :param destination: the run's destination (a name part and the ``destination`` tag).
     """
@@ -174,7 +174,7 @@ def emit_headroom(destination: str, retention: Retention | None) -> float | None
 
 
 def emit_maintenance(summary: Mapping[str, Any]) -> None:
-    """Send the maintenance metrics of a :func:`~.lake.maintenance.maintain` summary (tagged
+    """Send the maintenance metrics of a :func:`~..lake.maintenance.maintain` summary (tagged
     ``table``) for the tables where an action ran (a healthy table's metadata read sends nothing);
     a metrics back end that fails is logged, never raised."""
     for table, done in (summary.get("tables") or {}).items():
