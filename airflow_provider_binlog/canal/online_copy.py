@@ -69,14 +69,14 @@ from typing import Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.names import name_text, parse_name
-from airflow_provider_binlog.canal.operations import rename_origins
 from airflow_provider_binlog.canal.resnapshot import resnapshot_key, staging_parts
 from airflow_provider_binlog.canal.snapshot_values import table_key
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
+from airflow_provider_binlog.canal.sql.operations import rename_origins
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The cut-over of an online schema-change tool in a run: swap the shadow table's lake copy in, or
 re-snapshot (:mod:`..canal.online_copy` tracks the copy; this is the loop's side, with Spark).
 
-When the merger's fold raises :class:`~..canal.operations.ResnapshotNeeded` for ``t`` at a RENAME that
+When the merger's fold raises :class:`~..canal.sql.operations.ResnapshotNeeded` for ``t`` at a RENAME that
 gives it a shadow table's rows, :class:`~.loop.ChunkLoop` has settled the running commit and committed
 what the other targets hold (every copy row before the RENAME: the screen folds them first), then
 calls :func:`prepare_swap`. When the copy can be swapped in, it writes the re-snapshot progress record
@@ -34,7 +34,7 @@ def prepare_swap(
     """Make the re-snapshot ``exc`` asks for swap the shadow copy in when it can (see the module
     docstring); return the decision taken (``None``: the statement is no cut-over).
 
-    :param exc: the :class:`~..canal.operations.ResnapshotNeeded` of the cut-over.
+    :param exc: the :class:`~..canal.sql.operations.ResnapshotNeeded` of the cut-over.
     :param merger: the run's :class:`~..lake.merge.ChangeMerger` (its session and options).
     :param target: ``t``'s lake table, as the re-snapshot's record names it.
     :param report: ``report(level, line)``.

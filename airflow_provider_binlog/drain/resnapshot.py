@@ -8,7 +8,7 @@
 
 The caller holds the destination's running node (the drain holds it for its run; the CLI takes it).
 How and why it is exact: :mod:`..canal.resnapshot`. In a run, :class:`~.loop.ChunkLoop` calls it
-when the merger raises :class:`~..canal.operations.ResnapshotNeeded`, then sets the merger's mark
+when the merger raises :class:`~..canal.sql.operations.ResnapshotNeeded`, then sets the merger's mark
 for the target to the result's (:func:`~..lake.resnapshot.resnapshot_mark`).
 
 **A table gone since its statement.** The drain asks for a re-snapshot at a position ``S`` after a

@@ -214,7 +214,7 @@ class BinlogToSparkOperator(BaseOperator):
             from airflow_provider_binlog.lake.shards import check_routes
 
             check_routes(tables, target_options)
-        from airflow_provider_binlog.canal.operations import Policy
+        from airflow_provider_binlog.canal.sql.operations import Policy
 
         Policy.of(on_schema_change)  # a bad value fails when the DAG is parsed
         self.on_schema_change = on_schema_change

@@ -12,11 +12,11 @@ import pytest
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal import operations
-from airflow_provider_binlog.canal import partitions as P
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.meta import ClientIdentity, MemoryMetaManager
 from airflow_provider_binlog.canal.schema import SchemaHistory
+from airflow_provider_binlog.canal.sql import operations
+from airflow_provider_binlog.canal.sql import partitions as P
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 from airflow_provider_binlog.lake.actions import predicate_sql
 from airflow_provider_binlog.lake.options import TargetOptions
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
-from airflow_provider_binlog.canal.ddl import Tok, tokenize
+from airflow_provider_binlog.canal.sql.ddl import Tok, tokenize
 
 _INSERT_MODIFIERS = {"LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"}
 _UPDATE_MODIFIERS = {"LOW_PRIORITY", "IGNORE"}

@@ -11,8 +11,8 @@ import pytest
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal import operations as ops
-from airflow_provider_binlog.canal.ddl import parse_ddl
+from airflow_provider_binlog.canal.sql import operations as ops
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 from airflow_provider_binlog.errors import ConfigurationError
 
 ID = ColumnDef("id", T.LONG)

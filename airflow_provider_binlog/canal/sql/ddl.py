@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from airflow_provider_binlog.canal import partitions
-from airflow_provider_binlog.canal.partitions import PartitionClause, Partitioning
-from airflow_provider_binlog.canal.sql_tokens import Tok, TokenCursor, tokenize
+from airflow_provider_binlog.canal.sql import partitions
+from airflow_provider_binlog.canal.sql.partitions import PartitionClause, Partitioning
+from airflow_provider_binlog.canal.sql.tokens import Tok, TokenCursor, tokenize
 
 __all__ = ["AlterOp", "ColumnSpec", "DdlStatement", "Default", "KeySpec", "Tok", "parse_ddl", "tokenize"]
 

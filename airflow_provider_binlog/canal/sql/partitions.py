@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
-from airflow_provider_binlog.canal.sql_tokens import Tok, TokenCursor, tokenize
+from airflow_provider_binlog.canal.sql.tokens import Tok, TokenCursor, tokenize
 
 Literal = tuple[str, str]
 """A bound as written: ``("num", "-5")``, ``("str", "2024-01-01")``, ``("null", "")``, ``("max", "")``

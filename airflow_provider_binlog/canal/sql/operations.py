@@ -17,9 +17,9 @@ from typing import Any
 from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal import partitions
-from airflow_provider_binlog.canal.ddl import AlterOp, ColumnSpec, DdlStatement, Default
 from airflow_provider_binlog.canal.errors import CanalError
+from airflow_provider_binlog.canal.sql import partitions
+from airflow_provider_binlog.canal.sql.ddl import AlterOp, ColumnSpec, DdlStatement, Default
 from airflow_provider_binlog.errors import ConfigurationError
 
 #: How long a statement may be in an error message before it is cut.

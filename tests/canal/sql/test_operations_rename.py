@@ -1,12 +1,12 @@
 """RENAME TABLE, ALTER TABLE .. RENAME TO and the swaps of gh-ost / pt-osc: what each name's lake
-table does (:func:`airflow_provider_binlog.canal.operations.rename_operation`). Pure: no server."""
+table does (:func:`airflow_provider_binlog.canal.sql.operations.rename_operation`). Pure: no server."""
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_provider_binlog.canal import operations as ops
-from airflow_provider_binlog.canal.ddl import parse_ddl
+from airflow_provider_binlog.canal.sql import operations as ops
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 
 ROUTES = {"a": "A", "b": "B", "t": "T", "x": "X", "same1": "S", "same2": "S"}
 
