@@ -107,6 +107,7 @@ from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
+from airflow_provider_binlog.canal.positions.start import side_client
 from airflow_provider_binlog.canal.snapshot_position import (
     consistent_read,
     consistent_start,
@@ -123,7 +124,6 @@ from airflow_provider_binlog.canal.snapshot_values import (
     table_key,
     table_schema,
 )
-from airflow_provider_binlog.canal.start import side_client
 from airflow_provider_binlog.faults import failpoint
 
 log = logging.getLogger(__name__)

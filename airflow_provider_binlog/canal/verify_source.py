@@ -35,9 +35,9 @@ from airflow_provider_binlog.canal.change import DdlEntry, Entry, OrderKey, RowC
 from airflow_provider_binlog.canal.convert import EntryConverter
 from airflow_provider_binlog.canal.errors import CanalError
 from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.positions.xa_lookback import XaLookback
 from airflow_provider_binlog.canal.schema import SchemaHistory
 from airflow_provider_binlog.canal.snapshot_position import consistent_read, global_read_lock, head
-from airflow_provider_binlog.canal.xa_lookback import XaLookback
 
 DESTINATION = "binlog-cdc-verify"
 

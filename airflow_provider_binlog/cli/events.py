@@ -224,7 +224,7 @@ def _server_events(args: argparse.Namespace) -> Iterator[Any]:
         stream = client.dump(gtid=args.gtid, stop_at=stop_at, blocking=True)
     else:
         if args.start:
-            from airflow_provider_binlog.canal.start import check_event_start
+            from airflow_provider_binlog.canal.positions.start import check_event_start
 
             start = BinlogPosition.parse(args.start)
             check_event_start(client, start, "--from")  # else the server's error 1236 misleads

@@ -79,8 +79,8 @@ def initial_snapshot(
     :param report: ``report(level, line)`` for the task log.
     """
     from airflow_provider_binlog.canal.errors import StartPositionError
+    from airflow_provider_binlog.canal.positions.start import check_available
     from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, column_projection, table_key
-    from airflow_provider_binlog.canal.start import check_available
     from airflow_provider_binlog.lake import commits
     from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
     from airflow_provider_binlog.lake.sql import parse_name, quote_parts

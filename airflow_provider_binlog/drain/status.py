@@ -112,7 +112,7 @@ def first_unread(
         ``t``; ``(True, None)``: not found within ``max_events`` events, or the dump failed (unknown).
     """
     from airflow_provider_binlog.binlog.position import file_number
-    from airflow_provider_binlog.canal.start import side_client
+    from airflow_provider_binlog.canal.positions.start import side_client
 
     if max_events is None:
         max_events = 100 if matches is None else FILTERED_MAX_EVENTS

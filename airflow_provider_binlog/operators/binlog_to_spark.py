@@ -48,7 +48,7 @@ class BinlogToSparkOperator(BaseOperator):
         the MySQL binlog (:mod:`.canal_source`; the commit-then-ack handling is the same).
     :param server_id: replica server id to register with (default: the connection's, else random).
     :param start_from: where to start when the destination has no cursor yet: ``file:pos``,
-        ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.points`).
+        ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.positions.points`).
         With a cursor, the cursor wins (so a retried or resumed backfill continues where it was).
         Not allowed with ``snapshot`` other than ``never`` (the snapshot decides the start).
     :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
@@ -230,7 +230,7 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"on_cascade must be one of {', '.join(CASCADE_MODES)}, not {on_cascade!r}")
         self.on_cascade = on_cascade
         self.staging_uri = staging_uri
-        from airflow_provider_binlog.canal.interval import UNREACHED_MODES
+        from airflow_provider_binlog.canal.positions.interval import UNREACHED_MODES
 
         if on_unreached not in UNREACHED_MODES:
             modes = ", ".join(UNREACHED_MODES)
@@ -311,7 +311,7 @@ class BinlogToSparkOperator(BaseOperator):
         self.log.log(level, "%s", line)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_binlog.canal.points import parse_point
+        from airflow_provider_binlog.canal.positions.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
         from airflow_provider_binlog.drain.interval import IntervalSettings

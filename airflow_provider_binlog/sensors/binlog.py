@@ -10,7 +10,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
-from airflow_provider_binlog.canal.points import parse_point
+from airflow_provider_binlog.canal.positions.points import parse_point
 from airflow_provider_binlog.canal.routing import Routes, source_regex
 from airflow_provider_binlog.drain.source import check_retention
 from airflow_provider_binlog.hooks.binlog import BinlogHook

@@ -1,6 +1,6 @@
 """The binlog archive's listing, reading and gap plan without a server
-(:mod:`airflow_provider_binlog.canal.archive`): a local directory and the same through ``pyarrow.fs``
-(``file://``), the names it ignores, and the plan's gaps against a stand-in server list (the
+(:mod:`airflow_provider_binlog.canal.positions.archive`): a local directory and the same through
+``pyarrow.fs`` (``file://``), the names it ignores, and the plan's gaps against a stand-in server list (the
 integration test with a real server and Spark is ``tests/faults/test_archive_backfill.py``)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 from airflow_provider_binlog.binlog.files import read_binlog_file, read_binlog_stream
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.archive import ArchiveClient, ArchiveGapError, BinlogArchive
+from airflow_provider_binlog.canal.positions.archive import ArchiveClient, ArchiveGapError, BinlogArchive
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "binlog" / "mariadb-bin.000001"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "binlog" / "mariadb-bin.000001"
 
 
 @pytest.fixture

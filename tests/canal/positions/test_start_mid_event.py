@@ -12,10 +12,10 @@ from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.errors import StartPositionError
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
-from airflow_provider_binlog.canal.start import StartSpec, check_event_start
+from airflow_provider_binlog.canal.positions.start import StartSpec, check_event_start
 from airflow_provider_binlog.cli import main
 
-from .test_instance import head, make, source
+from ..test_instance import head, make, source
 
 pytestmark = pytest.mark.integration
 

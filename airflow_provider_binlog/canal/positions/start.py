@@ -239,7 +239,7 @@ def start_at_time(client: ReplicationClient, when: float) -> BinlogPosition:
     stops, :func:`~.interval.interval_stop`); the head while the server has not reached ``when``."""
     import logging
 
-    from airflow_provider_binlog.canal.interval import interval_stop
+    from airflow_provider_binlog.canal.positions.interval import interval_stop
 
     def report(level: int, line: str) -> None:
         logging.getLogger(__name__).info("start timestamp: %s", line.split(": stopping at the head")[0])

@@ -24,7 +24,7 @@ from typing import Any
 from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.start import StartSpec, start_at_time
+from airflow_provider_binlog.canal.positions.start import StartSpec, start_at_time
 from airflow_provider_binlog.errors import ConfigurationError
 
 _POSITION = re.compile(r"^[^\s:]+\.\d+:\d+$")
@@ -60,7 +60,7 @@ def parse_point(value: Any) -> StartSpec:
             return parse_point(value["end"])
         if "journalName" in value and "position" in value:
             return StartSpec(position=f"{value['journalName']}:{value['position']}")
-        if "position" in value and "gtid" in value:  # an interval's end (..canal.interval.CommitPoint)
+        if "position" in value and "gtid" in value:  # an interval's end (.interval.CommitPoint)
             if value["position"]:
                 return StartSpec(position=str(value["position"]))
             if value["gtid"]:

@@ -1,4 +1,4 @@
-"""Schedule-aligned stop points (issue #22, :mod:`airflow_provider_binlog.canal.interval`): the stop
+"""Schedule-aligned stop points (issue #22, :mod:`airflow_provider_binlog.canal.positions.interval`): the stop
 of an interval ending at T against the harness's MariaDB with a writer running, the bounded wait
 while the server has not reached T, the binlog index's cache, MariaDB GTID stops live, and the
 transaction scanner's GTID sets and time split on recorded MySQL binlog files."""
@@ -19,21 +19,21 @@ import pytest
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.files import read_binlog_file
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal import binlog_index
-from airflow_provider_binlog.canal.binlog_index import BinlogIndex
-from airflow_provider_binlog.canal.interval import (
+from airflow_provider_binlog.canal.positions import binlog_index
+from airflow_provider_binlog.canal.positions.binlog_index import BinlogIndex
+from airflow_provider_binlog.canal.positions.interval import (
     IntervalNotReachedError,
     commit_point_at,
     interval_stop,
     split_at,
     transactions,
 )
-from airflow_provider_binlog.canal.points import parse_point
-from airflow_provider_binlog.canal.start import side_client, start_at_time
+from airflow_provider_binlog.canal.positions.points import parse_point
+from airflow_provider_binlog.canal.positions.start import side_client, start_at_time
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.drain.source import stop_point
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "binlog"
 
 
 @pytest.fixture

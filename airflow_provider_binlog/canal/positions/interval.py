@@ -42,8 +42,8 @@ from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, Mariadb
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.gtid_tracker import GtidTracker
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.binlog_index import BinlogIndex
 from airflow_provider_binlog.canal.errors import CanalError
+from airflow_provider_binlog.canal.positions.binlog_index import BinlogIndex
 from airflow_provider_binlog.errors import ConfigurationError
 
 UNREACHED_MODES = ("fail", "head")
