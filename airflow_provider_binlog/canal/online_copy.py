@@ -73,8 +73,8 @@ from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.names import name_text, parse_name
-from airflow_provider_binlog.canal.resnapshot import resnapshot_key, staging_parts
-from airflow_provider_binlog.canal.snapshot_values import table_key
+from airflow_provider_binlog.canal.snapshot.resnapshot import resnapshot_key, staging_parts
+from airflow_provider_binlog.canal.snapshot.values import table_key
 from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 from airflow_provider_binlog.canal.sql.operations import rename_origins
 

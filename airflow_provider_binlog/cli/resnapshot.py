@@ -3,7 +3,7 @@
 The remedy for a source operation whose effect on rows is not in the binlog (statement-format
 writes, partition maintenance, a type change the lake cannot follow): the table is read in key
 chunks into a staging Iceberg table, then swapped into the lake table in one commit marked at the
-position ``S`` it was read at (:mod:`airflow_provider_binlog.canal.resnapshot`); the destination's
+position ``S`` it was read at (:mod:`airflow_provider_binlog.canal.snapshot.resnapshot`); the destination's
 next run skips the table's changes up to ``S`` and applies those after it. Other tables and the
 cursor are untouched. Killed, it resumes when started again with the same arguments::
 

@@ -1,7 +1,7 @@
 """``binlog-cdc snapshot``: load the existing rows of tables into the lake, consistent with the binlog.
 
 Reads each table in key chunks with low/high watermarks (see
-:mod:`airflow_provider_binlog.canal.snapshot`), writes them into the Iceberg tables, keeps its
+:mod:`airflow_provider_binlog.canal.snapshot.initial`), writes them into the Iceberg tables, keeps its
 progress in the destination's meta store (a killed run continues from the last finished chunk
 when started again with the same arguments) and, when done, sets the destination's cursor to the
 snapshot's start if it has none, so the next binlog run continues with no gap and no double::
@@ -85,7 +85,7 @@ def run_snapshot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from airflow_provider_binlog.binlog.client import ReplicationConfig
     from airflow_provider_binlog.canal.filter import TableFilter
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.snapshot import Snapshot
+    from airflow_provider_binlog.canal.snapshot.initial import Snapshot
     from airflow_provider_binlog.drain.wiring import Wiring, ZooKeeperConfig, normal_chroot
     from airflow_provider_binlog.lake import session
     from airflow_provider_binlog.lake.merge import TargetOptions

@@ -172,8 +172,8 @@ class ChunkLoop:
     :param report: ``report(level, line)`` for the task log.
     :param tick: called after each settled commit (the collector pause's tick).
     :param resnapshot: re-snapshots the table a :class:`~..canal.sql.operations.ResnapshotNeeded` names and
-        returns the :class:`~..canal.resnapshot.ResnapshotResult` (see the module docstring); ``None``:
-        the error stops the run.
+        returns the :class:`~..canal.snapshot.resnapshot.ResnapshotResult` (see the module docstring);
+        ``None``: the error stops the run.
     :param copies: follows the shadow tables of online schema-change tools
         (:class:`~..canal.online_copy.OnlineCopies`): each batch is screened before it is folded, and a
         cut-over's re-snapshot swaps the shadow's lake copy in when it can (:mod:`.online_copy`).

@@ -8,7 +8,7 @@ calls :func:`prepare_swap`. When the copy can be swapped in, it writes the re-sn
 of ``t`` in status ``swapping`` with the copy's attempt and ``S`` just past the RENAME
 (:func:`~..canal.online_copy.resnapshot_record`); the table re-snapshot the loop then runs takes it up
 as an attempt whose chunks are all loaded: the swap (one commit marked at ``S``), the staging table
-dropped, ``done``, with every crash guarantee of :mod:`..canal.resnapshot`. Otherwise the re-snapshot
+dropped, ``done``, with every crash guarantee of :mod:`..canal.snapshot.resnapshot`. Otherwise the re-snapshot
 reads ``t`` from the source as before. Either way one line says which path and why, naming the table
 and the RENAME's ``file:pos``.
 
@@ -73,7 +73,7 @@ def prepare_swap(
 def _check(copies: OnlineCopies, decision: SwapDecision, merger: Any, target: str) -> tuple[str | None, int]:
     """Why the copy cannot be swapped in (``None``: it can) and its row count."""
     from airflow_provider_binlog.canal.online_copy import staging_target
-    from airflow_provider_binlog.canal.resnapshot import mark_key
+    from airflow_provider_binlog.canal.snapshot.resnapshot import mark_key
     from airflow_provider_binlog.lake import commits
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
     from airflow_provider_binlog.lake.sql import parse_name, quote_parts

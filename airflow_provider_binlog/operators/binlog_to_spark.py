@@ -101,7 +101,7 @@ class BinlogToSparkOperator(BaseOperator):
         ``TargetOptions(on_schema_change=...)`` wins over it.
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
-        rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
+        rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot.initial`; a killed
         snapshot resumes; until a snapshot is done, a table this destination never loaded is
         snapshotted even when a cursor exists, e.g. the start a sensor pinned) or ``when_needed``
         (also snapshot tables added later and, when the cursor's binlog was purged, every table

@@ -8,7 +8,13 @@ import decimal
 from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.meta.base import check_key
-from airflow_provider_binlog.canal.snapshot import Snapshot, converter, decode_key, encode_key, table_key
+from airflow_provider_binlog.canal.snapshot.initial import (
+    Snapshot,
+    converter,
+    decode_key,
+    encode_key,
+    table_key,
+)
 
 
 def test_progress_keys_are_valid_meta_keys() -> None:

@@ -14,8 +14,8 @@ import pymysql
 import pytest
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.snapshot_position import SNAPSHOT_STATUS_SQL, consistent_start
-from airflow_provider_binlog.canal.snapshot_values import SnapshotError
+from airflow_provider_binlog.canal.snapshot.position import SNAPSHOT_STATUS_SQL, consistent_start
+from airflow_provider_binlog.canal.snapshot.values import SnapshotError
 from airflow_provider_binlog.canal.verify_source import VerifyPositionError, open_snapshot
 
 MARIADB_STATUS = [("Binlog_snapshot_file", "mysql-bin.000007"), ("Binlog_snapshot_position", "4242")]
@@ -146,7 +146,7 @@ def _reader(conn: ScriptedConnection) -> Any:
     from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
     from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
     from airflow_provider_binlog.binlog.constants import ColumnType
-    from airflow_provider_binlog.canal.snapshot import ChunkReader
+    from airflow_provider_binlog.canal.snapshot.initial import ChunkReader
 
     ts = TableSchema("s", "t", (ColumnDef("id", ColumnType.LONG),), ("id",))
     client = ReplicationClient(ReplicationConfig(host="db", port=3306, user="repl", password="x"))
@@ -194,7 +194,7 @@ def test_a_consistent_snapshot_sees_exactly_the_transactions_before_its_position
     replication user (SELECT, REPLICATION SLAVE, BINLOG MONITOR: no lock privilege)."""
     from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
     from airflow_provider_binlog.binlog.rows import RowsEvent
-    from airflow_provider_binlog.canal.snapshot_position import consistent_read
+    from airflow_provider_binlog.canal.snapshot.position import consistent_read
 
     mariadb.execute(f"CREATE TABLE `{database}`.w (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
     (file, pos, *_), *_ = mariadb.execute("SHOW MASTER STATUS")

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.rows import RowsEvent
-from airflow_provider_binlog.canal.snapshot import ChunkReader, table_schema
+from airflow_provider_binlog.canal.snapshot.initial import ChunkReader, table_schema
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@ with the stream, replacing its contents in one lake commit, exactly once across 
 
 The remedy for any source operation whose effect on rows is not in the binlog (statement-format
 DML, partition maintenance, a type change the lake cannot rewrite exactly...). Built on the
-chunked watermark snapshot (:mod:`.snapshot`)::
+chunked watermark snapshot (:mod:`.initial`)::
 
     S = consistent_start()                    the position whose read view every later chunk contains
     for each chunk n: read it (low/high watermarks, reconciled), load it into a STAGING table
@@ -28,7 +28,7 @@ to the old table meanwhile) makes a new attempt at a new ``S``.
 
 * a crash while loading leaves the target untouched; the next run resumes the staging table at
   the last chunk whose commit is known (a chunk committed before its progress write is found by
-  its mark in the staging table, as in :mod:`.snapshot`);
+  its mark in the staging table, as in :mod:`.initial`);
 * ``swapping`` is written before the swap; the swap's commit names the attempt, so after a crash
   the next run tells a done swap (then only drops the staging table) from one not made (then
   makes it): never twice, never lost;
@@ -64,9 +64,9 @@ from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal.change import OrderKey
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.snapshot import ChunkReader, Projection, chunk_changes
-from airflow_provider_binlog.canal.snapshot_position import consistent_start
-from airflow_provider_binlog.canal.snapshot_values import (
+from airflow_provider_binlog.canal.snapshot.initial import ChunkReader, Projection, chunk_changes
+from airflow_provider_binlog.canal.snapshot.position import consistent_start
+from airflow_provider_binlog.canal.snapshot.values import (
     SnapshotError,
     decode_key,
     encode_key,
@@ -190,7 +190,7 @@ class TableResnapshot:
         waited for up to :data:`START_WAIT_SECONDS` (a transaction in the binlog and not yet
         visible puts ``S`` before it for a moment).
     :param guard: called before every progress write (the running node's check).
-    :param project: the destination's column rules (:func:`~.snapshot.column_projection`): the
+    :param project: the destination's column rules (:func:`~.initial.column_projection`): the
         staging table, hence the swapped-in target, holds the kept columns only.
     """
 

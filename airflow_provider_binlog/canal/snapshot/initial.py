@@ -17,11 +17,11 @@ Approach (the low/high watermark of Flink CDC and Debezium's incremental snapsho
 No global lock is taken on MariaDB; each SELECT is a consistent read of one chunk in a
 transaction of its own. Why ``S`` and ``low_n`` must come from the consistent snapshot and not from
 ``SHOW MASTER STATUS`` (a transaction can be in the binlog before it is visible in InnoDB), and what
-MySQL does instead, is in :mod:`.snapshot_position`.
+MySQL does instead, is in :mod:`.position`.
 
 **Values.** SELECT results are converted to the decoder's value contract
 (:mod:`~airflow_provider_binlog.binlog.columns`) by one converter per column built from the
-table's :class:`~airflow_provider_binlog.binlog.columns.ColumnDef` (:mod:`.snapshot_values`;
+table's :class:`~airflow_provider_binlog.binlog.columns.ColumnDef` (:mod:`.values`;
 session ``time_zone`` is ``+00:00``): TIMESTAMP becomes aware UTC, zero dates ``None``, FLOAT
 the float32 value, BIT an ``int``, JSON (MySQL's binary JSON) parsed, SET the comma-joined
 labels. So a snapshot row and
@@ -42,7 +42,7 @@ When every table is done, the destination's cursor is set to ``S`` (``included``
 ``S`` is still to be read) unless it already has an earlier one. Why that is exact:
 
 * *No gap*: every chunk was read after the snapshot that fixed ``S`` saw exactly the
-  transactions before ``S`` (:mod:`.snapshot_position`), and read views only grow, so a change
+  transactions before ``S`` (:mod:`.position`), and read views only grow, so a change
   before ``S`` is in the rows read; a change at or after ``S`` is read from the binlog.
   A key's lake value after the binlog run is the image of its last change in ``[S, stop]``, or, if
   it had none there, the snapshot value, which then equals the source value (the row did not
@@ -108,13 +108,13 @@ from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
 from airflow_provider_binlog.canal.positions.start import side_client
-from airflow_provider_binlog.canal.snapshot_position import (
+from airflow_provider_binlog.canal.snapshot.position import (
     consistent_read,
     consistent_start,
     head,
     snapshot_status,
 )
-from airflow_provider_binlog.canal.snapshot_values import (
+from airflow_provider_binlog.canal.snapshot.values import (
     SnapshotError,
     converter,
     converters,
@@ -242,7 +242,7 @@ class ChunkReader:
 
     def _low(self, cur: Any) -> BinlogPosition:
         """The low watermark; where the server reports it (MariaDB), the chunk's SELECT then reads
-        exactly the state at it (see :mod:`.snapshot_position`)."""
+        exactly the state at it (see :mod:`.position`)."""
         if self._exact:
             pos = consistent_read(cur)
             if pos is not None:

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.canal.filter import TableFilter
-from airflow_provider_binlog.canal.snapshot import (
+from airflow_provider_binlog.canal.snapshot.initial import (
     Chunk,
     ChunkReader,
     chunk_changes,

@@ -53,7 +53,7 @@ from typing import Any
 import pymysql
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.snapshot_values import SnapshotError
+from airflow_provider_binlog.canal.snapshot.values import SnapshotError
 
 SNAPSHOT_STATUS_SQL = "SHOW STATUS LIKE 'binlog\\_snapshot\\_%'"
 LOCK_WAIT_SECONDS = 10
