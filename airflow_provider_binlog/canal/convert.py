@@ -555,6 +555,7 @@ class EntryConverter:
                     ends_statement=i == len(targets) - 1,
                     durable=not self._prepared,
                     previous_schema=prev,
+                    statement=stmt if schema == body.schema else None,  # else parsed in its schema
                 )
             )
         self._txn = _Txn()

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
 from airflow_provider_binlog.canal.sql import operations
-from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 from airflow_provider_binlog.lake import fold_native
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
@@ -248,7 +247,7 @@ class Pending:
         source = f"{e.schema}.{e.table}"
         before = e.previous_schema or self.last_schema.get(source)
         policy = operations.Policy.of(self.opts.on_schema_change)
-        stmt = parse_ddl(e.sql, e.schema)
+        stmt = e.statement
         ops = operations.classify(stmt, (e.schema, e.table or ""), before,
                                   e.table_schema, policy, self.route)  # fmt: skip
         verdict, deciding = operations.decide(ops, policy)
