@@ -10,6 +10,14 @@ from typing import Any
 from airflow_provider_binlog.errors import ConfigurationError
 
 
+def add_command(subparsers: Any, name: str, help: str, description: str) -> Any:
+    """Add the subcommand ``name`` whose ``description`` is printed as written (its line breaks and
+    examples kept); return its parser."""
+    return subparsers.add_parser(
+        name, help=help, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
 def add_source_arguments(parser: Any, user_help: str, required: bool = True, title: str = "source") -> Any:
     """Add ``--host --port --user --password-env`` in an argument group and return the group."""
     group = parser.add_argument_group(title)

@@ -17,17 +17,17 @@ import sys
 import time
 from typing import Any, TextIO
 
-from airflow_provider_binlog.cli.common import add_lake_arguments, parse_conf
+from airflow_provider_binlog.cli.common import add_command, add_lake_arguments, parse_conf
 from airflow_provider_binlog.errors import ConfigurationError
 
 
 def register(subparsers: Any) -> None:
     """Add ``maintain``."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "maintain",
-        help="maintain lake tables: compaction, delete files, manifests, snapshot expiry, orphans (when due)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "maintain lake tables: compaction, delete files, manifests, snapshot expiry, orphans (when due)",
+        __doc__ or "",
     )
     p.add_argument(
         "--tables", required=True, metavar="TABLE,...", help="lake tables (catalog.namespace.table)"

@@ -27,6 +27,7 @@ import sys
 from typing import Any, TextIO
 
 from airflow_provider_binlog.cli.common import (
+    add_command,
     add_lake_arguments,
     add_source_arguments,
     parse_conf,
@@ -37,11 +38,11 @@ from airflow_provider_binlog.errors import ConfigurationError
 
 def register(subparsers: Any) -> None:
     """Add ``verify``."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "verify",
-        help="compare source tables with their lake tables (counts, per-row hashes, differing columns)",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "compare source tables with their lake tables (counts, per-row hashes, differing columns)",
+        DESCRIPTION,
     )
     add_source_arguments(p, "a user with SELECT on the tables (and REPLICATION SLAVE for --at-cursor)")
     p.add_argument(
