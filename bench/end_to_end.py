@@ -368,7 +368,7 @@ def _drain(params: dict[str, Any], destination: str) -> Any:
     """The canal instance and the drain of one run, from plain config (what the operator builds
     from its parameters and connections), and the wiring to close after it."""
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.positions.points import parse_point
     from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.drain import (
         Drain,
@@ -615,7 +615,7 @@ def ours_parse(source_uri: str, start: str, stop: Any, meta_dir: str) -> tuple[i
     """Our canal instance (parser thread: read, decode, filter, convert) drained to ``stop``."""
     from airflow_provider_binlog.canal.change import RowChange
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.positions.points import parse_point
     from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.drain import Wiring
     from airflow_provider_binlog.drain.wiring import source_from_uri

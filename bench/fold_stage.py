@@ -34,7 +34,7 @@ def capture(changes: int, base: int, out: Path) -> None:
     import end_to_end as e2e
 
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.positions.points import parse_point
     from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.dev.services import MariaDbServer
     from airflow_provider_binlog.drain import Wiring

@@ -74,7 +74,7 @@ from airflow_provider_binlog.canal.change import RowChange
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta.memory import MemoryMetaManager
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
 from airflow_provider_binlog.dev.services import MariaDbServer
 
 BATCH = 1000

@@ -3,7 +3,7 @@
 Loads ``--rows`` rows (default 1M) of the 11-column table (INT, BIGINT, VARCHAR, DECIMAL(12,4),
 DATETIME(6), JSON, TEXT, DOUBLE, TINYINT, INT, DATE) into a throwaway MariaDB
 (``airflow_provider_binlog.dev.services``), then snapshots it with
-:class:`~airflow_provider_binlog.canal.snapshot.Snapshot` into a local Iceberg table
+:class:`~airflow_provider_binlog.canal.snapshot.initial.Snapshot` into a local Iceberg table
 (``--master``, default ``local[2]``) in ``--chunk-size`` chunks, and prints rows/s for the whole
 snapshot and for the read side alone (SELECT + conversion + watermarks), plus this process's peak
 RSS (the JVM is a separate process; its heap is Spark's setting). Run:
@@ -29,7 +29,7 @@ from airflow_provider_binlog.binlog.client import ReplicationClient, Replication
 from airflow_provider_binlog.canal.change import RowChange
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.snapshot import Snapshot
+from airflow_provider_binlog.canal.snapshot.initial import Snapshot
 from airflow_provider_binlog.dev.services import MariaDbServer
 
 BATCH = 2000

@@ -1,11 +1,17 @@
 """The core layers import without Airflow and without PySpark, the drain without Airflow (and, until a
-run starts Spark, without PySpark) (DESIGN.md: imports point down only)."""
+run starts Spark, without PySpark), the lake without Airflow; no module of the core imports Airflow or
+the Airflow layer, not even lazily (DESIGN.md: imports point down only)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "airflow_provider_binlog"
 
 BLOCKER = textwrap.dedent(
     """
@@ -91,3 +97,69 @@ def test_lake_imports_without_airflow_and_without_pyspark_until_a_session_starts
         assert f"airflow_provider_binlog.lake.{module}" in out.stdout, out.stdout
     for package in ("shards", "verify", "maintenance"):
         assert f"'airflow_provider_binlog.lake.{package}." in out.stdout, out.stdout
+
+
+CORE = ("binlog", "canal", "canalnet", "lake", "drain")
+"""The core: no Airflow. What it measures it returns, or tells an observer the Airflow layer gives it
+(``drain/observe.py:RunObserver``, implemented with Airflow's ``Stats`` by
+``operators/metrics.py:RunMetrics``)."""
+AIRFLOW_LAYER = ("hooks", "operators", "sensors", "triggers", "get_provider_info")
+
+
+def _core_imports_of_airflow(root: Path) -> list[str]:
+    """``file:line imports NAME`` for every import of Airflow or of the Airflow layer in the core
+    under ``root`` (anywhere in a file: lazy and ``TYPE_CHECKING`` imports included)."""
+    layer = {f"{PACKAGE}.{name}" for name in AIRFLOW_LAYER}
+    found = []
+    for top in CORE:
+        for path in sorted((root / PACKAGE / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+                else:
+                    continue
+                for name in names:
+                    parts = name.split(".")
+                    if parts[0] == "airflow" or ".".join(parts[:2]) in layer:
+                        found.append(f"{path.relative_to(root)}:{node.lineno} imports {name}")
+                        break
+    return found
+
+
+def test_the_core_never_imports_airflow_or_the_airflow_layer() -> None:
+    """Not even lazily: the metrics the operator sends (``operators/metrics.py``) reach the core only
+    as an observer it is handed."""
+    assert (ROOT / PACKAGE / "lake" / "write" / "merge.py").exists()  # the tree is read
+    assert _core_imports_of_airflow(ROOT) == []
+
+
+def test_an_airflow_import_in_the_core_is_reported(tmp_path: Path) -> None:
+    for top in CORE:
+        (tmp_path / PACKAGE / top).mkdir(parents=True)
+    (tmp_path / PACKAGE / "drain" / "bad.py").write_text(
+        "def f():\n"
+        "    from airflow.sdk import Variable\n"
+        "    from airflow_provider_binlog.operators import metrics\n"
+    )
+    assert _core_imports_of_airflow(tmp_path) == [
+        f"{PACKAGE}/drain/bad.py:2 imports airflow.sdk",
+        f"{PACKAGE}/drain/bad.py:3 imports {PACKAGE}.operators",
+    ]
+
+
+CANALNET_BLOCKER = BLOCKER.replace('("airflow", "pyspark", "py4j")', '("airflow",)').replace(
+    "import airflow_provider_binlog.binlog as b, airflow_provider_binlog.canal as c",
+    "import airflow_provider_binlog.lake as b, airflow_provider_binlog.canalnet as c",
+)
+
+
+def test_lake_and_canalnet_import_without_airflow() -> None:
+    """Every module of ``lake/`` and ``canalnet/`` imports with Airflow blocked (PySpark allowed)."""
+    out = subprocess.run(
+        [sys.executable, "-c", CANALNET_BLOCKER], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    for module in ("lake.write.merge", "lake.commits", "lake.maintenance", "canalnet.server"):
+        assert f"'{PACKAGE}.{module}'" in out.stdout, out.stdout

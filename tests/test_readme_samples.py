@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_binlog.cli import build_parser
-from airflow_provider_binlog.cli_verify import check_lake, run_verify
+from airflow_provider_binlog.cli.verify import check_lake, run_verify
 from airflow_provider_binlog.drain.source import Retention
 from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, default_warehouse
 

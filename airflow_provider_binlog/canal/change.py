@@ -10,11 +10,12 @@ Every entry has an :class:`OrderKey` that sorts entries exactly as the server co
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.sql.ddl import DdlStatement, parse_ddl
 
 
 class Op(str, enum.Enum):
@@ -109,6 +110,10 @@ class DdlEntry:
         may not move here, or a restart would miss that transaction (see :mod:`.convert`).
     :param previous_schema: the table's columns just before the statement, when known (``None``
         also when the table did not exist).
+    :param statement: the parsed statement (:func:`.sql.ddl.parse_ddl` of ``sql`` with ``schema`` as
+        the default schema; ``None``: not DDL the grammar reads, and always for a statement-format
+        DML). Parsed once: the converter hands over its parse, an entry made without one parses its
+        ``sql`` when made; every consumer reads it here (the lake parses no SQL). Not compared.
     """
 
     destination: str
@@ -127,6 +132,11 @@ class DdlEntry:
     ends_statement: bool = True
     durable: bool = True
     previous_schema: TableSchema | None = None
+    statement: DdlStatement | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.statement is None and self.kind is not DdlKind.STATEMENT_DML:
+            object.__setattr__(self, "statement", parse_ddl(self.sql, self.schema))
 
 
 @dataclass(frozen=True, slots=True)

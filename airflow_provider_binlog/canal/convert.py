@@ -107,7 +107,6 @@ from airflow_provider_binlog.canal.change import (
     RowChange,
     TransactionEnd,
 )
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.errors import (
     SchemaMismatchError,
     StatementDmlError,
@@ -116,7 +115,8 @@ from airflow_provider_binlog.canal.errors import (
 )
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.canal.statement import routed_dml
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
+from airflow_provider_binlog.canal.sql.statement import routed_dml
 from airflow_provider_binlog.canal.store import row_size
 from airflow_provider_binlog.canal.unreadable import FileGapCheck, check_rotate, skip_unknown
 from airflow_provider_binlog.errors import ConfigurationError
@@ -555,6 +555,7 @@ class EntryConverter:
                     ends_statement=i == len(targets) - 1,
                     durable=not self._prepared,
                     previous_schema=prev,
+                    statement=stmt if schema == body.schema else None,  # else parsed in its schema
                 )
             )
         self._txn = _Txn()

@@ -76,10 +76,10 @@ from airflow_provider_binlog.canal.errors import (
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager, Version
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition, PositionRange
+from airflow_provider_binlog.canal.positions.start import StartPoint, StartSpec, resolve_start, side_client
 from airflow_provider_binlog.canal.reader import BinlogReader
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.canal.start import StartPoint, StartSpec, resolve_start, side_client
-from airflow_provider_binlog.canal.statement import statement_changes
+from airflow_provider_binlog.canal.sql.statement import statement_changes
 from airflow_provider_binlog.canal.store import Batch, EventStore
 from airflow_provider_binlog.errors import ConfigurationError
 

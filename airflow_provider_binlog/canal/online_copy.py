@@ -69,14 +69,13 @@ from typing import Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.names import name_text, parse_name
-from airflow_provider_binlog.canal.operations import rename_origins
-from airflow_provider_binlog.canal.resnapshot import resnapshot_key, staging_parts
-from airflow_provider_binlog.canal.snapshot_values import table_key
+from airflow_provider_binlog.canal.snapshot.resnapshot import resnapshot_key, staging_parts
+from airflow_provider_binlog.canal.snapshot.values import table_key
+from airflow_provider_binlog.canal.sql.operations import rename_origins
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +291,7 @@ class OnlineCopies:
                 assert rec is not None
                 self._end(rec, "broken", f"a TRUNCATE of it at {e.position}", e.position)
             return
-        stmt = parse_ddl(e.sql, e.schema)
+        stmt = e.statement
         if stmt is not None and stmt.kind == "create":
             self._created(e, stmt.if_not_exists or _SELECT.search(e.sql) is not None)
             return
@@ -344,7 +343,7 @@ class OnlineCopies:
 
     def _cut_over(self, e: DdlEntry) -> None:
         """Record what a RENAME giving ``e.table`` a shadow copy's rows does."""
-        stmt = parse_ddl(e.sql, e.schema)
+        stmt = e.statement
         if stmt is None or not stmt.renames:
             return
         assert e.table is not None

@@ -36,11 +36,11 @@ from airflow_provider_binlog.canal.change import Entry
 from airflow_provider_binlog.canal.convert import EntryConverter, GtidPosition
 from airflow_provider_binlog.canal.errors import SourceUnavailableError, StartPositionError, StoreClosedError
 from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.positions.start import StartPoint
+from airflow_provider_binlog.canal.positions.xa_lookback import XaLookback
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.canal.start import StartPoint
 from airflow_provider_binlog.canal.store import EventStore, StoreResetError
 from airflow_provider_binlog.canal.unreadable import unreadable
-from airflow_provider_binlog.canal.xa_lookback import XaLookback
 
 log = logging.getLogger(__name__)
 

@@ -64,11 +64,11 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
-from airflow_provider_binlog.canal import partitions
-from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, KeySpec, tokenize
 from airflow_provider_binlog.canal.errors import MetaConflictError
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
+from airflow_provider_binlog.canal.sql import partitions
+from airflow_provider_binlog.canal.sql.ddl import ColumnSpec, DdlStatement, KeySpec, tokenize
 
 log = logging.getLogger(__name__)
 T = ColumnType

@@ -5,7 +5,7 @@ keys the binlog changed between two positions.
 SNAPSHOT`` on a connection and returns the binlog position ``P`` its read view matches exactly:
 every transaction before ``P`` is visible to the connection's SELECTs, none at or after it. MariaDB
 (and Percona Server) report ``P`` in the session status ``binlog_snapshot_file`` /
-``binlog_snapshot_position`` (see :mod:`.snapshot_position` for why that is exact). MySQL has no
+``binlog_snapshot_position`` (see :mod:`.snapshot.position` for why that is exact). MySQL has no
 such status: there the transaction is started under a brief ``FLUSH TABLES WITH READ LOCK`` and the
 head read before the lock is released, as ``mysqldump --single-transaction --source-data`` does
 (the lock waits for every commit in progress and blocks new ones, so the head and the read view
@@ -35,9 +35,9 @@ from airflow_provider_binlog.canal.change import DdlEntry, Entry, OrderKey, RowC
 from airflow_provider_binlog.canal.convert import EntryConverter
 from airflow_provider_binlog.canal.errors import CanalError
 from airflow_provider_binlog.canal.filter import TableFilter
+from airflow_provider_binlog.canal.positions.xa_lookback import XaLookback
 from airflow_provider_binlog.canal.schema import SchemaHistory
-from airflow_provider_binlog.canal.snapshot_position import consistent_read, global_read_lock, head
-from airflow_provider_binlog.canal.xa_lookback import XaLookback
+from airflow_provider_binlog.canal.snapshot.position import consistent_read, global_read_lock, head
 
 DESTINATION = "binlog-cdc-verify"
 

@@ -191,7 +191,7 @@ def run_load(
     """
     from airflow_provider_binlog.binlog.client import ReplicationConfig
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.positions.points import parse_point
     from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.drain import (
         Drain,

@@ -72,7 +72,7 @@ def _child(spec: ShardSpec) -> None:
     import logging
 
     from airflow_provider_binlog.canal.instance import InstanceConfig
-    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.positions.points import parse_point
     from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.drain import (
         Drain,

@@ -1,6 +1,6 @@
-"""A run that starts in archived binlog files (:mod:`..canal.archive`) and continues on the server.
+"""A run that starts in archived binlog files (:mod:`..canal.positions.archive`) and continues on the server.
 
-:func:`attach_archive` puts an :class:`~..canal.archive.ArchiveClient` in front of the instance's
+:func:`attach_archive` puts an :class:`~..canal.positions.archive.ArchiveClient` in front of the instance's
 client before it subscribes, so the start, the stop search, the reader and its reconnects read the
 archive where the server no longer has a file. A start in the archive is checked for gaps before
 anything is read.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.archive import ArchiveClient, BinlogArchive
+from airflow_provider_binlog.canal.positions.archive import ArchiveClient, BinlogArchive
 from airflow_provider_binlog.errors import ConfigurationError
 
 ARCHIVE_SCHEMAS = ("binlog", "information_schema")
@@ -39,7 +39,7 @@ def attach_archive(
     :param schema: ``binlog``, ``information_schema`` or ``None`` (refused when the run starts in
         the archive).
     :raises ConfigurationError: a start in the archive without ``schema``.
-    :raises ~..canal.archive.ArchiveGapError: a file between the start and the server is missing.
+    :raises ~..canal.positions.archive.ArchiveGapError: a file between the start and the server is missing.
     """
     if schema is not None and schema not in ARCHIVE_SCHEMAS:
         raise ConfigurationError(

@@ -1,7 +1,7 @@
 """A run's stop point and, for an interval run, both of its ends.
 
 A ``stop_at`` that is a timestamp (the operator's ``data_interval_end`` is one) is an interval's
-end: :func:`~..canal.interval.interval_stop` fixes it reproducibly (the run stops before the
+end: :func:`~..canal.positions.interval.interval_stop` fixes it reproducibly (the run stops before the
 first transaction committed at or after it, waiting bounded while the server has not reached
 it). Other stop points (``head``, ``file:pos``, ``gtid:SET``) are :func:`.source.stop_point`'s.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.interval import CommitPoint, IntervalStop, interval_stop, iso
+from airflow_provider_binlog.canal.positions.interval import CommitPoint, IntervalStop, interval_stop, iso
 from airflow_provider_binlog.drain.source import stop_point
 
 
@@ -41,7 +41,7 @@ class StopPlan:
 @dataclass(frozen=True)
 class IntervalSettings:
     """How an interval run waits for the server to reach the interval's end (the operator's
-    ``stop_wait``, ``stop_poll``, ``on_unreached``; see :func:`~..canal.interval.interval_stop`)."""
+    ``stop_wait``, ``stop_poll``, ``on_unreached``; see :func:`~..canal.positions.interval.interval_stop`)."""
 
     wait: float = 300.0
     poll: float = 5.0
@@ -55,11 +55,11 @@ def stop_epoch(stop_at: Any) -> float | None:
     if stop_at is None or stop_at == "head" or isinstance(stop_at, BinlogPosition):
         return None
     if isinstance(stop_at, dt.datetime):
-        from airflow_provider_binlog.canal.start import StartSpec
+        from airflow_provider_binlog.canal.positions.start import StartSpec
 
         return StartSpec(timestamp=stop_at).epoch
     if isinstance(stop_at, str):
-        from airflow_provider_binlog.canal.points import parse_point
+        from airflow_provider_binlog.canal.positions.points import parse_point
 
         return parse_point(stop_at).epoch
     return None
@@ -83,10 +83,10 @@ def plan_stop(
 
 
 def start_point(client: Any, point: Any) -> CommitPoint:
-    """The interval's start for the run's :class:`~..canal.start.StartPoint`: a stored cursor (the
+    """The interval's start for the run's :class:`~..canal.positions.start.StartPoint`: a stored cursor (the
     ack event, already consumed) starts after its transaction; a position at a transaction's start
     is one; a GTID start has its GTID set only."""
-    from airflow_provider_binlog.canal.interval import commit_point_at
+    from airflow_provider_binlog.canal.positions.interval import commit_point_at
 
     if point.position is None:
         return CommitPoint(None, point.gtid)

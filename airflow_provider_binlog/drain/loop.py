@@ -26,7 +26,7 @@ after that is "nothing more buffered"). Once they are folded, the store reads on
 ahead (:func:`read_ahead`).
 
 **A table re-snapshot mid-run.** When folding a batch raises
-:class:`~..canal.operations.ResnapshotNeeded` (a source operation on one table that the lake can only
+:class:`~..canal.sql.operations.ResnapshotNeeded` (a source operation on one table that the lake can only
 follow by loading the table again) and the loop has a ``resnapshot`` handler: the running commit is
 settled; what is held for that table is dropped; what is held for the others is committed and the
 batches folded before the raising one are acked; the handler re-snapshots the table at a position
@@ -172,9 +172,9 @@ class ChunkLoop:
     :param limits: chunk size limits.
     :param report: ``report(level, line)`` for the task log.
     :param tick: called after each settled commit (the collector pause's tick).
-    :param resnapshot: re-snapshots the table a :class:`~..canal.operations.ResnapshotNeeded` names and
-        returns the :class:`~..canal.resnapshot.ResnapshotResult` (see the module docstring); ``None``:
-        the error stops the run.
+    :param resnapshot: re-snapshots the table a :class:`~..canal.sql.operations.ResnapshotNeeded` names and
+        returns the :class:`~..canal.snapshot.resnapshot.ResnapshotResult` (see the module docstring);
+        ``None``: the error stops the run.
     :param copies: follows the shadow tables of online schema-change tools
         (:class:`~..canal.online_copy.OnlineCopies`): each batch is screened before it is folded, and a
         cut-over's re-snapshot swaps the shadow's lake copy in when it can (:mod:`.online_copy`).
@@ -245,7 +245,7 @@ class ChunkLoop:
             t0 = time.perf_counter()
             self.open_merger()
             self.timings["spark_start"] += time.perf_counter() - t0
-        from airflow_provider_binlog.canal.operations import ResnapshotNeeded
+        from airflow_provider_binlog.canal.sql.operations import ResnapshotNeeded
 
         merger = self.merger
         assert merger is not None

@@ -1,5 +1,5 @@
 """What a run measures, told to an observer as it happens (no Airflow here: the operator's observer,
-:class:`~..metrics.RunMetrics`, sends them through Airflow's metrics).
+:class:`~airflow_provider_binlog.operators.metrics.RunMetrics`, sends them through Airflow's metrics).
 
 ==========================  ========================================================================
 ``lag(when, seconds)``      ``start``: once subscribed, the age of the oldest transaction after the

@@ -1,14 +1,14 @@
 """The cut-over of an online schema-change tool in a run: swap the shadow table's lake copy in, or
 re-snapshot (:mod:`..canal.online_copy` tracks the copy; this is the loop's side, with Spark).
 
-When the merger's fold raises :class:`~..canal.operations.ResnapshotNeeded` for ``t`` at a RENAME that
+When the merger's fold raises :class:`~..canal.sql.operations.ResnapshotNeeded` for ``t`` at a RENAME that
 gives it a shadow table's rows, :class:`~.loop.ChunkLoop` has settled the running commit and committed
 what the other targets hold (every copy row before the RENAME: the screen folds them first), then
 calls :func:`prepare_swap`. When the copy can be swapped in, it writes the re-snapshot progress record
 of ``t`` in status ``swapping`` with the copy's attempt and ``S`` just past the RENAME
 (:func:`~..canal.online_copy.resnapshot_record`); the table re-snapshot the loop then runs takes it up
 as an attempt whose chunks are all loaded: the swap (one commit marked at ``S``), the staging table
-dropped, ``done``, with every crash guarantee of :mod:`..canal.resnapshot`. Otherwise the re-snapshot
+dropped, ``done``, with every crash guarantee of :mod:`..canal.snapshot.resnapshot`. Otherwise the re-snapshot
 reads ``t`` from the source as before. Either way one line says which path and why, naming the table
 and the RENAME's ``file:pos``.
 
@@ -34,7 +34,7 @@ def prepare_swap(
     """Make the re-snapshot ``exc`` asks for swap the shadow copy in when it can (see the module
     docstring); return the decision taken (``None``: the statement is no cut-over).
 
-    :param exc: the :class:`~..canal.operations.ResnapshotNeeded` of the cut-over.
+    :param exc: the :class:`~..canal.sql.operations.ResnapshotNeeded` of the cut-over.
     :param merger: the run's :class:`~..lake.write.merge.ChangeMerger` (its session and options).
     :param target: ``t``'s lake table, as the re-snapshot's record names it.
     :param report: ``report(level, line)``.
@@ -73,7 +73,7 @@ def prepare_swap(
 def _check(copies: OnlineCopies, decision: SwapDecision, merger: Any, target: str) -> tuple[str | None, int]:
     """Why the copy cannot be swapped in (``None``: it can) and its row count."""
     from airflow_provider_binlog.canal.online_copy import staging_target
-    from airflow_provider_binlog.canal.resnapshot import mark_key
+    from airflow_provider_binlog.canal.snapshot.resnapshot import mark_key
     from airflow_provider_binlog.lake import commits
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
     from airflow_provider_binlog.lake.sql import parse_name, quote_parts

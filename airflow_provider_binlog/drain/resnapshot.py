@@ -7,8 +7,8 @@
                         guard=instance.running.check)
 
 The caller holds the destination's running node (the drain holds it for its run; the CLI takes it).
-How and why it is exact: :mod:`..canal.resnapshot`. In a run, :class:`~.loop.ChunkLoop` calls it
-when the merger raises :class:`~..canal.operations.ResnapshotNeeded`, then sets the merger's mark
+How and why it is exact: :mod:`..canal.snapshot.resnapshot`. In a run, :class:`~.loop.ChunkLoop` calls it
+when the merger raises :class:`~..canal.sql.operations.ResnapshotNeeded`, then sets the merger's mark
 for the target to the result's (:func:`~..lake.resnapshot.resnapshot_mark`).
 
 **A table gone since its statement.** The drain asks for a re-snapshot at a position ``S`` after a
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.canal.filter import TableFilter
     from airflow_provider_binlog.canal.meta.base import MetaManager
     from airflow_provider_binlog.canal.meta.model import ClientIdentity
-    from airflow_provider_binlog.canal.resnapshot import ResnapshotResult
+    from airflow_provider_binlog.canal.snapshot.resnapshot import ResnapshotResult
     from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,12 @@ def resnapshot(
         row changes do.
     """
     from airflow_provider_binlog.canal.online_copy import live_copy_attempts
-    from airflow_provider_binlog.canal.resnapshot import ResnapshotResult, TableResnapshot, source_exists
-    from airflow_provider_binlog.canal.snapshot import column_projection
+    from airflow_provider_binlog.canal.snapshot.initial import column_projection
+    from airflow_provider_binlog.canal.snapshot.resnapshot import (
+        ResnapshotResult,
+        TableResnapshot,
+        source_exists,
+    )
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot
 
     keep = live_copy_attempts(meta, identity)  # staging tables of copies in progress are no leftovers
@@ -133,7 +137,7 @@ def _spark_error(exc: BaseException, what: str, then: str) -> Exception:
 
 def _unfinished(meta: MetaManager, identity: ClientIdentity) -> str:
     """The unfinished re-snapshot attempts the meta store records, for an error message."""
-    from airflow_provider_binlog.canal.resnapshot import PREFIX, source_of, unfinished
+    from airflow_provider_binlog.canal.snapshot.resnapshot import PREFIX, source_of, unfinished
 
     found = []
     for name in meta.list_keys(identity, PREFIX):
@@ -155,7 +159,7 @@ def clean_leftovers(
     guard: Callable[[], None] | None = None,
 ) -> list[str]:
     """Settle the destination's unfinished re-snapshot attempts and drop the staging tables left
-    beside their targets by killed attempts (:func:`~..canal.resnapshot.settle`), then settle the
+    beside their targets by killed attempts (:func:`~..canal.snapshot.resnapshot.settle`), then settle the
     lake copies of online schema-change tools (:func:`~..canal.online_copy.settle_copies`: the staging
     tables of copies that ended are dropped, those in progress kept); return the staging tables
     dropped as leftovers (names as text).
@@ -169,7 +173,7 @@ def clean_leftovers(
     :param guard: called before every progress write (the running node's check).
     """
     from airflow_provider_binlog.canal.online_copy import settle_copies
-    from airflow_provider_binlog.canal.resnapshot import settle
+    from airflow_provider_binlog.canal.snapshot.resnapshot import settle
     from airflow_provider_binlog.lake.resnapshot import LakeResnapshot, namespace_tables
     from airflow_provider_binlog.lake.sql import name_text, parse_name
 

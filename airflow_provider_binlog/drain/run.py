@@ -389,7 +389,7 @@ class Drain:
         )  # fmt: skip
 
     def _resnapshot(self, exc: Any) -> Any:
-        """Re-snapshot the table of a :class:`~..canal.operations.ResnapshotNeeded` (on the loop's
+        """Re-snapshot the table of a :class:`~..canal.sql.operations.ResnapshotNeeded` (on the loop's
         thread, the committer idle): at a position after its statement, under this run's running
         node, with the target's options."""
         from airflow_provider_binlog.drain.resnapshot import resnapshot

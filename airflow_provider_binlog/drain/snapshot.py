@@ -1,10 +1,10 @@
 """A run's snapshot step (``snapshot="initial"`` or ``"when_needed"``): which tables need one, then
-:class:`~..canal.snapshot.Snapshot` into the lake.
+:class:`~..canal.snapshot.initial.Snapshot` into the lake.
 
 ``when_needed`` snapshots the tables never snapshotted nor loaded, and those snapshotted once whose
 lake table no longer exists (dropped by hand: a stop's remedy); the cursor stays where it is, so
 the binlog after it is applied over the new snapshot (exact with full row images, see
-:mod:`~..canal.snapshot`). A snapshotted table that was empty has no lake table until its first
+:mod:`~..canal.snapshot.initial`). A snapshotted table that was empty has no lake table until its first
 change, so such a table is read again (one empty chunk) by each ``when_needed`` run until then.
 
 Runs under the destination's running node (every progress write checks it) and before the stop
@@ -79,8 +79,8 @@ def initial_snapshot(
     :param report: ``report(level, line)`` for the task log.
     """
     from airflow_provider_binlog.canal.errors import StartPositionError
-    from airflow_provider_binlog.canal.snapshot import RUN_KEY, Snapshot, column_projection, table_key
-    from airflow_provider_binlog.canal.start import check_available
+    from airflow_provider_binlog.canal.positions.start import check_available
+    from airflow_provider_binlog.canal.snapshot.initial import RUN_KEY, Snapshot, column_projection, table_key
     from airflow_provider_binlog.lake import commits
     from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
     from airflow_provider_binlog.lake.sql import parse_name, quote_parts
@@ -159,7 +159,7 @@ def snapshot_start_marks(
     schema the table may no longer have) and DDL actions (a CREATE's restart, a TRUNCATE, a column
     change) would act on rows that already hold their effect. So such a target's mark, while it is
     still a snapshot chunk's (``(0, chunk, -1, row)``, no binlog commit after it), is taken to be
-    the mark at ``S`` (:func:`~..canal.resnapshot.mark_key`, as a re-snapshot leaves it), the
+    the mark at ``S`` (:func:`~..canal.snapshot.resnapshot.mark_key`, as a re-snapshot leaves it), the
     earliest ``S`` of its sources; a target with a source that has no snapshot start is left as it is.
 
     :param known: source -> target of the routed existing tables.
@@ -167,7 +167,7 @@ def snapshot_start_marks(
     :return: target -> the mark to use.
     """
     from airflow_provider_binlog.binlog.position import BinlogPosition
-    from airflow_provider_binlog.canal.snapshot import RUN_KEY, SNAPSHOT_FILE_NUMBER, table_key
+    from airflow_provider_binlog.canal.snapshot.initial import RUN_KEY, SNAPSHOT_FILE_NUMBER, table_key
     from airflow_provider_binlog.lake.resnapshot import resnapshot_mark
 
     by_target: dict[str, list[str]] = {}

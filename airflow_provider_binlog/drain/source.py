@@ -25,13 +25,13 @@ _SYSTEM_SCHEMAS = "('mysql', 'sys', 'information_schema', 'performance_schema')"
 
 def stop_point(client: Any, stop_at: Any) -> BinlogPosition:
     """The position a run drains to: ``head`` (or ``None``) is the server's head now; ``file:pos``,
-    ``gtid:SET`` and timestamps as :func:`~..canal.points.resolve_stop` reads them.
+    ``gtid:SET`` and timestamps as :func:`~..canal.positions.points.resolve_stop` reads them.
 
     :param client: a :class:`~..binlog.client.ReplicationClient` of the source.
     :param stop_at: the stop point (a task's ``data_interval_end`` already substituted).
     """
     from airflow_provider_binlog.binlog.position import BinlogPosition
-    from airflow_provider_binlog.canal.points import parse_point, resolve_stop
+    from airflow_provider_binlog.canal.positions.points import parse_point, resolve_stop
 
     start = None
     if stop_at not in (None, "head") and parse_point(stop_at).gtid is not None:
@@ -281,7 +281,7 @@ def _file_start(client: Any, file: str) -> float | None:
     non-blocking dump with a server id of its own); ``None`` when it cannot be read."""
     from airflow_provider_binlog.binlog.constants import EventType
     from airflow_provider_binlog.binlog.position import BinlogPosition
-    from airflow_provider_binlog.canal.start import side_client
+    from airflow_provider_binlog.canal.positions.start import side_client
 
     fde, start = EventType.FORMAT_DESCRIPTION_EVENT, BinlogPosition(file, 4)
     with contextlib.suppress(Exception), side_client(client).dump(start, blocking=False) as s:

@@ -61,8 +61,8 @@ def _touches(body: Any, matches: Matches) -> bool:
         return body.table_map is not None and matches(body.schema, body.table)
     if not isinstance(body, QueryEvent | ExecuteLoadQueryEvent):
         return False
-    from airflow_provider_binlog.canal.ddl import parse_ddl
-    from airflow_provider_binlog.canal.statement import statement_changes
+    from airflow_provider_binlog.canal.sql.ddl import parse_ddl
+    from airflow_provider_binlog.canal.sql.statement import statement_changes
 
     if statement_changes(body, matches):
         return True
@@ -88,7 +88,7 @@ def _ends_transaction(event: Any) -> bool:
         return True
     if sql.startswith("ROLLBACK"):
         return not sql.startswith("ROLLBACK TO")  # a savepoint's rollback stays in the transaction
-    from airflow_provider_binlog.canal.ddl import parse_ddl
+    from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 
     return parse_ddl(body.sql, body.schema) is not None  # a DDL is a transaction of its own
 
@@ -112,7 +112,7 @@ def first_unread(
         ``t``; ``(True, None)``: not found within ``max_events`` events, or the dump failed (unknown).
     """
     from airflow_provider_binlog.binlog.position import file_number
-    from airflow_provider_binlog.canal.start import side_client
+    from airflow_provider_binlog.canal.positions.start import side_client
 
     if max_events is None:
         max_events = 100 if matches is None else FILTERED_MAX_EVENTS

@@ -30,7 +30,7 @@ from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
 from airflow_provider_binlog.drain.wiring import Wiring, source_connection
 from airflow_provider_binlog.hooks.mysql import MySqlSourceHook, replication_config
 from airflow_provider_binlog.hooks.zookeeper import ZooKeeperHook

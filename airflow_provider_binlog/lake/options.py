@@ -62,7 +62,7 @@ class TargetOptions:
         (``drop_column`` also ``keep``, ``drop_table`` also ``drop``); ``None``: the merger's
         (by default ``evolve`` where the lake can apply the operation exactly, else ``resnapshot``,
         and ``fail`` for statements not understood). See
-        :mod:`airflow_provider_binlog.canal.operations` and docs/operations.md.
+        :mod:`airflow_provider_binlog.canal.sql.operations` and docs/operations.md.
     :param shard_column: a string column written into every row with the value ``shard_value``
         gives its source, and part of the lake key (``MERGE ON`` key + shard column): several
         source tables or destinations (shards) then fill one lake table without their keys

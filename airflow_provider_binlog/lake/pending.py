@@ -9,7 +9,7 @@ table's committed mark covers are skipped (an earlier attempt applied them). The
 * otherwise a list of pieces, in order: :class:`~.collapse.Piece` (the row changes under one key,
   folded to the last change per key), TRUNCATE :class:`~airflow_provider_binlog.canal.change.DdlEntry`
   and :class:`DdlStep` (a DDL whose lake actions run at its place, see
-  :mod:`airflow_provider_binlog.canal.operations`). A piece ends at every TRUNCATE and DDL step and
+  :mod:`airflow_provider_binlog.canal.sql.operations`). A piece ends at every TRUNCATE and DDL step and
   wherever the key columns change. In hard-delete mode a TRUNCATE drops every piece before it (it
   would erase them; DDL steps stay); with soft deletes they stay.
 
@@ -17,8 +17,8 @@ Each DDL step starts a new *segment*: the schemas of the row changes after it ar
 those before (:attr:`Pending.segments`), so the table takes the columns of each segment only after
 the DDL step before it ran (a renamed column is renamed, not added). A DDL whose verdict under the
 target's ``on_schema_change`` is ``resnapshot`` or ``fail`` raises
-:class:`~airflow_provider_binlog.canal.operations.SourceOperationError` (or its subclass
-:class:`~airflow_provider_binlog.canal.operations.ResnapshotNeeded`) from the fold, before anything
+:class:`~airflow_provider_binlog.canal.sql.operations.SourceOperationError` (or its subclass
+:class:`~airflow_provider_binlog.canal.sql.operations.ResnapshotNeeded`) from the fold, before anything
 after it is folded. Append-only targets keep every change as a row and only add and widen columns.
 A statement-format DML (``DdlKind.STATEMENT_DML``) that the mark does not cover raises the same way
 under the class ``statement_dml`` (append-only targets too: their log would lack its rows).
@@ -35,9 +35,8 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.columns import TableSchema
-from airflow_provider_binlog.canal import operations
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, RowChange
-from airflow_provider_binlog.canal.ddl import parse_ddl
+from airflow_provider_binlog.canal.sql import operations
 from airflow_provider_binlog.lake.collapse import Piece, fold
 from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError
 from airflow_provider_binlog.lake.native import fold_native
@@ -62,7 +61,7 @@ class DdlStep:
     """A DDL statement whose lake actions run at its place among the pieces.
 
     :param entry: the statement (its mark is the step's mark).
-    :param actions: what the lake does (:mod:`airflow_provider_binlog.canal.operations`).
+    :param actions: what the lake does (:mod:`airflow_provider_binlog.canal.sql.operations`).
     :param segment: the segment it starts.
     """
 
@@ -248,7 +247,7 @@ class Pending:
         source = f"{e.schema}.{e.table}"
         before = e.previous_schema or self.last_schema.get(source)
         policy = operations.Policy.of(self.opts.on_schema_change)
-        stmt = parse_ddl(e.sql, e.schema)
+        stmt = e.statement
         ops = operations.classify(stmt, (e.schema, e.table or ""), before,
                                   e.table_schema, policy, self.route)  # fmt: skip
         verdict, deciding = operations.decide(ops, policy)

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
+from airflow_provider_binlog.canal.snapshot.initial import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.commits import (
     DESTINATION,

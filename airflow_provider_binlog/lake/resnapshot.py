@@ -1,8 +1,8 @@
-"""The lake side of a table re-snapshot (:mod:`airflow_provider_binlog.canal.resnapshot`): a staging
+"""The lake side of a table re-snapshot (:mod:`airflow_provider_binlog.canal.snapshot.resnapshot`): a staging
 Iceberg table per attempt, then one commit that swaps its rows into the target.
 
 Staging table: beside the target, ``{table}__resnapshot_{attempt}``
-(:func:`~..canal.resnapshot.staging_parts`; attempt: 12 lowercase hex digits; only names of exactly
+(:func:`~..canal.snapshot.resnapshot.staging_parts`; attempt: 12 lowercase hex digits; only names of exactly
 that form count as staging tables, and only beside a target this destination re-snapshots), always
 quoted in SQL, with the target's options (option columns, partitioning, properties) and the source's
 CURRENT columns.
@@ -11,7 +11,7 @@ marked ``(0, chunk, -1, row)`` for the destination, so a chunk committed before 
 is known and not loaded twice.
 
 The swap is ONE Iceberg commit carrying the destination's mark at ``S``
-(:func:`~..canal.resnapshot.mark_key`) and ``binlog-cdc.resnapshot = attempt``:
+(:func:`~..canal.snapshot.resnapshot.mark_key`) and ``binlog-cdc.resnapshot = attempt``:
 
 * the target exists with the staging table's columns (names and types): an overwrite of every row
   (``writeTo(target).overwrite(true)``: delete all + the staging rows, one snapshot);
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.columns import TableSchema
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
-from airflow_provider_binlog.canal.resnapshot import ATTEMPT, STAGING_INFIX, mark_key, staging_parts
+from airflow_provider_binlog.canal.snapshot.resnapshot import ATTEMPT, STAGING_INFIX, mark_key, staging_parts
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl.ddl import TargetTables, lake_columns, new_table_properties
@@ -57,7 +57,7 @@ def resnapshot_mark(start: BinlogPosition) -> CommittedMark:
 
 
 class LakeResnapshot:
-    """:class:`~..canal.resnapshot.TableSwapper` for one target.
+    """:class:`~..canal.snapshot.resnapshot.TableSwapper` for one target.
 
     :param spark: the session.
     :param destination: whose mark the swap writes.

@@ -1,4 +1,4 @@
-"""The lake side of the initial snapshot (:mod:`airflow_provider_binlog.canal.snapshot`).
+"""The lake side of the initial snapshot (:mod:`airflow_provider_binlog.canal.snapshot.initial`).
 
 Chunks are written under the destination's own name, so each chunk commit carries the mark
 ``(0, chunk, -1, last row)``: re-loading a committed chunk is skipped, and every binlog change
@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.canal.change import OrderKey, RowChange
-from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
+from airflow_provider_binlog.canal.snapshot.initial import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl.ddl import lake_columns
@@ -45,7 +45,7 @@ def chunk_commits(spark: SparkSession, target: str, destination: str) -> list[in
 
 
 class LakeChunkLoader:
-    """:class:`~airflow_provider_binlog.canal.snapshot.ChunkLoader` writing to Iceberg.
+    """:class:`~airflow_provider_binlog.canal.snapshot.initial.ChunkLoader` writing to Iceberg.
 
     :param spark: the session.
     :param destination: the destination (written into every commit's mark).

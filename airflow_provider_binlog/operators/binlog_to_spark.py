@@ -48,7 +48,7 @@ class BinlogToSparkOperator(BaseOperator):
         the MySQL binlog (:mod:`.canal_source`; the commit-then-ack handling is the same).
     :param server_id: replica server id to register with (default: the connection's, else random).
     :param start_from: where to start when the destination has no cursor yet: ``file:pos``,
-        ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.points`).
+        ``gtid:SET``, an ISO timestamp, or a recorded run's summary (see :mod:`..canal.positions.points`).
         With a cursor, the cursor wins (so a retried or resumed backfill continues where it was).
         Not allowed with ``snapshot`` other than ``never`` (the snapshot decides the start).
     :param stop_at: ``head`` (the server's head at task start), ``data_interval_end``, ``file:pos``,
@@ -101,7 +101,7 @@ class BinlogToSparkOperator(BaseOperator):
         ``TargetOptions(on_schema_change=...)`` wins over it.
     :param stop_spark: stop the SparkSession at the end (off when the caller owns the session).
     :param snapshot: ``never`` (default: only the binlog), ``initial`` (first load the tables' existing
-        rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot`; a killed
+        rows, chunk by chunk, then continue from the binlog; see :mod:`..canal.snapshot.initial`; a killed
         snapshot resumes; until a snapshot is done, a table this destination never loaded is
         snapshotted even when a cursor exists, e.g. the start a sensor pinned) or ``when_needed``
         (also snapshot tables added later and, when the cursor's binlog was purged, every table
@@ -214,7 +214,7 @@ class BinlogToSparkOperator(BaseOperator):
             from airflow_provider_binlog.lake.shards.shards import check_routes
 
             check_routes(tables, target_options)
-        from airflow_provider_binlog.canal.operations import Policy
+        from airflow_provider_binlog.canal.sql.operations import Policy
 
         Policy.of(on_schema_change)  # a bad value fails when the DAG is parsed
         self.on_schema_change = on_schema_change
@@ -230,7 +230,7 @@ class BinlogToSparkOperator(BaseOperator):
             raise ValueError(f"on_cascade must be one of {', '.join(CASCADE_MODES)}, not {on_cascade!r}")
         self.on_cascade = on_cascade
         self.staging_uri = staging_uri
-        from airflow_provider_binlog.canal.interval import UNREACHED_MODES
+        from airflow_provider_binlog.canal.positions.interval import UNREACHED_MODES
 
         if on_unreached not in UNREACHED_MODES:
             modes = ", ".join(UNREACHED_MODES)
@@ -311,14 +311,14 @@ class BinlogToSparkOperator(BaseOperator):
         self.log.log(level, "%s", line)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_binlog.canal.points import parse_point
+        from airflow_provider_binlog.canal.positions.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
         from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
         from airflow_provider_binlog.drain.interval import IntervalSettings
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.shards.shards import bind_options, check_routes
         from airflow_provider_binlog.lake.sql import check_target
-        from airflow_provider_binlog.metrics import RunMetrics, emit_headroom
+        from airflow_provider_binlog.operators.metrics import RunMetrics, emit_headroom
 
         self._check_start_from()
         routes = Routes(dict(self.tables), exclude=self.exclude, shadow_tables=self.shadow_tables)
@@ -370,7 +370,7 @@ class BinlogToSparkOperator(BaseOperator):
             try:
                 summary = self._lineage_summary = drain.run(stop_at)
                 if "maintenance" in summary:
-                    from airflow_provider_binlog.metrics import emit_maintenance
+                    from airflow_provider_binlog.operators.metrics import emit_maintenance
 
                     emit_maintenance(summary["maintenance"])
                 self._asset_events(context, summary)

@@ -36,7 +36,7 @@ def run_from_canal(op: Any, context: Any, routes: Any, target_options: Any, limi
         with hook.hold(op.destination, op.client_id, label).hold(op.running_timeout):
             summary = drain.run()  # the one reader of the destination client (the sensor peeks around it)
         if "maintenance" in summary:
-            from airflow_provider_binlog.metrics import emit_maintenance
+            from airflow_provider_binlog.operators.metrics import emit_maintenance
 
             emit_maintenance(summary["maintenance"])
         op._asset_events(context, summary)

@@ -1,7 +1,7 @@
 """BinlogLakeMaintenanceOperator: maintain lake tables as :mod:`..lake.maintenance` says.
 
 Thin: parameters, the Spark session (as the load operator starts it), the summary as XCom and in the
-task log, metrics through ``Stats`` (:func:`..metrics.emit_maintenance`).
+task log, metrics through ``Stats`` (:func:`.metrics.emit_maintenance`).
 
 **Assets.** The tables are the task's ``inlets`` (``iceberg://catalog/namespace/table``, the load's
 names: :mod:`.assets`). No outlets by default: maintenance changes no row, so a consumer scheduled on
@@ -103,7 +103,7 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_binlog.lake.maintenance import maintain
         from airflow_provider_binlog.lake.spark.session import stop_session
-        from airflow_provider_binlog.metrics import emit_maintenance
+        from airflow_provider_binlog.operators.metrics import emit_maintenance
 
         assert self.policy is not None
         tables = lake_tables(self.tables)

@@ -10,11 +10,11 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
-from airflow_provider_binlog.canal.points import parse_point
+from airflow_provider_binlog.canal.positions.points import parse_point
 from airflow_provider_binlog.canal.routing import Routes, source_regex
 from airflow_provider_binlog.drain.source import check_retention
 from airflow_provider_binlog.hooks.binlog import BinlogHook
-from airflow_provider_binlog.metrics import emit_headroom
+from airflow_provider_binlog.operators.metrics import emit_headroom
 from airflow_provider_binlog.triggers.binlog import BinlogEventTrigger
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class BinlogEventSensor(BaseSensorOperator):
     :param retention_headroom: as the operator's: at the first poke (once per sensor run, before
         it defers), warn when the cursor's binlog file may be purged by the server's retention
         within this fraction of the retention; the headroom also goes to the
-        ``binlog_cdc.retention_headroom_seconds`` gauge (:mod:`airflow_provider_binlog.metrics`).
+        ``binlog_cdc.retention_headroom_seconds`` gauge (:mod:`airflow_provider_binlog.operators.metrics`).
     :param on_timeout: what ``timeout`` seconds without ``min_changes`` changes do: ``fail`` (default,
         Airflow's ``AirflowSensorTimeout``) or ``skip``: an idle interval, the sensor is skipped (and
         with it the load downstream: the DAG run succeeds, nothing is red), saying so in the log.

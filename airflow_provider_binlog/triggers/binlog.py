@@ -26,7 +26,7 @@ from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, Q
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.binlog.rows import RowsEvent
 from airflow_provider_binlog.canal.filter import TableFilter
-from airflow_provider_binlog.canal.statement import statement_changes
+from airflow_provider_binlog.canal.sql.statement import statement_changes
 from airflow_provider_binlog.hooks.binlog import replication_config
 
 

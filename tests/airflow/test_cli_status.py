@@ -25,7 +25,7 @@ from airflow_provider_binlog import cli
 from airflow_provider_binlog.canal.ha import RunningNode
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer, free_port
-from airflow_provider_binlog.metrics import headroom_name
+from airflow_provider_binlog.operators.metrics import headroom_name
 from airflow_provider_binlog.sensors.binlog import BinlogEventSensor
 
 pytestmark = [pytest.mark.integration]

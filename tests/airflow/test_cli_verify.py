@@ -15,7 +15,8 @@ import pytest
 from airflow_harness import Shop, make_context
 
 from airflow_provider_binlog import cli
-from airflow_provider_binlog.cli_verify import parse_conf, parse_keys, parse_tables
+from airflow_provider_binlog.cli.common import parse_conf
+from airflow_provider_binlog.cli.verify import parse_keys, parse_tables
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.errors import MissingKeyError

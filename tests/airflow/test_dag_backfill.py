@@ -122,7 +122,7 @@ def test_start_from_takes_a_recorded_run_summary_as_object_or_json() -> None:
     import copy
     import runpy
 
-    from airflow_provider_binlog.canal.points import parse_point
+    from airflow_provider_binlog.canal.positions.points import parse_point
 
     summary = {
         "destination": "shop", "start": "mysql-bin.000003:4", "end": "mysql-bin.000003:9120",

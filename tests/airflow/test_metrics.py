@@ -1,4 +1,4 @@
-"""The operator's run metrics (:mod:`airflow_provider_binlog.metrics`) through Airflow's own StatsD
+"""The operator's run metrics (:mod:`airflow_provider_binlog.operators.metrics`) through Airflow's own StatsD
 client, received by a real UDP listener on loopback (the ``statsd`` fixture of
 ``test_cli_status``), compared with the run's summary; the name rules as units.
 """
@@ -14,8 +14,8 @@ import pytest
 from airflow_harness import Shop, make_context
 from test_cli_status import StatsdListener, statsd  # noqa: F401  (the listener fixture)
 
-from airflow_provider_binlog import metrics
 from airflow_provider_binlog.drain.observe import Observing
+from airflow_provider_binlog.operators import metrics
 
 
 def _received(listener: StatsdListener, quiet: float = 1.0, timeout: float = 10.0) -> list[str]:

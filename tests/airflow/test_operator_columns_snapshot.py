@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from airflow_harness import lake_verify, make_context
 
-from airflow_provider_binlog.canal.operations import SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator

@@ -24,7 +24,7 @@ from airflow_harness import make_context, meta_manager, mysql_uri
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import ResnapshotNeeded, SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator

@@ -14,9 +14,9 @@ from airflow_harness import Shop, lake_verify, make_context
 from test_cli_status import StatsdListener, statsd  # noqa: F401  (the listener fixture)
 from test_metrics import _parse, _received
 
-from airflow_provider_binlog import metrics
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.lake.maintenance import MaintenancePolicy
+from airflow_provider_binlog.operators import metrics
 from airflow_provider_binlog.operators.assets import table_asset
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 from airflow_provider_binlog.operators.maintenance import BinlogLakeMaintenanceOperator

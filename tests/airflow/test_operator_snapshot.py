@@ -13,7 +13,7 @@ from airflow_harness import Shop, lake_verify, make_context, meta_manager
 from airflow_provider_binlog.canal.errors import RunningHeldError
 from airflow_provider_binlog.canal.ha import RunningNode
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.snapshot import RUN_KEY, table_key
+from airflow_provider_binlog.canal.snapshot.initial import RUN_KEY, table_key
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.snapshot import chunk_commits
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator

@@ -27,7 +27,7 @@ import pytest
 from airflow_harness import lake_verify, make_context, mysql_uri
 from test_operator_ddl import Harness
 
-from airflow_provider_binlog.canal.operations import SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator

@@ -17,7 +17,7 @@ import pytest
 from airflow_harness import Shop, lake_verify, make_context, meta_manager
 
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.operations import SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 

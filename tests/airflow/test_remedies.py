@@ -19,7 +19,7 @@ import shlex
 import pytest
 from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
 
-from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import ResnapshotNeeded, SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.errors import MissingKeyError, SchemaEvolutionError
 from airflow_provider_binlog.lake.options import TargetOptions

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_binlog.cli import build_parser, format_time, main, run_events, to_json
+from airflow_provider_binlog.cli import build_parser, main
+from airflow_provider_binlog.cli.events import format_time, run_events, to_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "binlog"
 

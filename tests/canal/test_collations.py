@@ -3,8 +3,8 @@ what information_schema.COLLATIONS gives on MySQL 5.7, MySQL 8.0.30+ and MariaDB
 
 from __future__ import annotations
 
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.schema import Collations, spec_to_column
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 from airflow_provider_binlog.lake.types import map_column
 
 MYSQL57 = [("utf8_general_ci", 33, "utf8", True), ("utf8_unicode_ci", 192, "utf8", False),

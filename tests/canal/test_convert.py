@@ -20,7 +20,7 @@ from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Trans
 from airflow_provider_binlog.canal.convert import EntryConverter
 from airflow_provider_binlog.canal.errors import StatementDmlError, XaPrepareUnseenError
 from airflow_provider_binlog.canal.filter import TableFilter
-from airflow_provider_binlog.canal.statement import dml_tables
+from airflow_provider_binlog.canal.sql.statement import dml_tables
 
 FILE = "mysql-bin.000003"
 PREPARED, COMPLETED = 76, 141  # the GTID flags MariaDB writes (FL_PREPARED_XA / FL_COMPLETED_XA ...)

@@ -6,9 +6,9 @@ import pytest
 
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.meta import ClientIdentity, MemoryMetaManager
 from airflow_provider_binlog.canal.schema import SchemaHistory
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from airflow_provider_binlog.canal.errors import BatchOrderError, StartPositionE
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import FileMetaManager, MemoryMetaManager, MetaManager
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
 
 pytestmark = pytest.mark.integration
 

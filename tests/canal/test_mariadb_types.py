@@ -20,8 +20,8 @@ from airflow_provider_binlog.canal.change import RowChange
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
-from airflow_provider_binlog.canal.snapshot import ChunkReader, table_schema
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
+from airflow_provider_binlog.canal.snapshot.initial import ChunkReader, table_schema
 
 pytestmark = pytest.mark.integration
 

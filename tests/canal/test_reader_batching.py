@@ -12,7 +12,7 @@ import pytest
 
 from airflow_provider_binlog.canal.change import Entry, RowChange, TransactionEnd
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
 
 from .test_instance import drain, head, make
 from .test_reader_bounds import _kill_dumps

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.ddl import parse_ddl
 from airflow_provider_binlog.canal.schema import SchemaHistory
+from airflow_provider_binlog.canal.sql.ddl import parse_ddl
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.lake.types import map_column
 

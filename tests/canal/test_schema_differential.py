@@ -22,8 +22,8 @@ from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.table_map import collation_codec
 from airflow_provider_binlog.canal.change import Op, RowChange
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
+from airflow_provider_binlog.canal.positions.start import StartSpec
 from airflow_provider_binlog.canal.schema import TYPE_NAMES
-from airflow_provider_binlog.canal.start import StartSpec
 
 from .test_instance import drain, head, make
 

@@ -30,7 +30,7 @@ from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Order
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
 
 pytestmark = pytest.mark.integration
 
@@ -439,7 +439,7 @@ def test_xa_commit_whose_prepare_is_not_found_stops_before_it(mariadb: Any, tabl
     the converter then stops with XaPrepareUnseenError and hands out nothing of the commit."""
     from airflow_provider_binlog.canal.convert import EntryConverter
     from airflow_provider_binlog.canal.errors import XaPrepareUnseenError
-    from airflow_provider_binlog.canal.xa_lookback import XaLookback
+    from airflow_provider_binlog.canal.positions.xa_lookback import XaLookback
 
     xa = connect(mariadb, table)
     _prepare(xa, "f", "INSERT INTO t VALUES (1, 1)")

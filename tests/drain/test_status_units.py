@@ -62,7 +62,7 @@ def test_the_gauges_value(retention: Retention, expected: float | None) -> None:
 
 def test_the_gauges_name_keeps_the_destination_one_segment() -> None:
     pytest.importorskip("airflow")
-    from airflow_provider_binlog.metrics import headroom_name
+    from airflow_provider_binlog.operators.metrics import headroom_name
 
     assert headroom_name("shop") == "binlog_cdc.retention_headroom_seconds.shop"
     assert headroom_name("shop.eu/1 x") == "binlog_cdc.retention_headroom_seconds.shop_eu_1_x"

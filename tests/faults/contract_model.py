@@ -53,7 +53,7 @@ from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.errors import StatementDmlError
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.operations import SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.sql import quote_parts
 from airflow_provider_binlog.lake.verify.verify import verify_table

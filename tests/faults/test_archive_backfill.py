@@ -20,8 +20,8 @@ import pytest
 from airflow_harness import Shop, lake_verify, make_context
 from own_servers import own_server
 
-from airflow_provider_binlog.canal.archive import ArchiveGapError
 from airflow_provider_binlog.canal.errors import StartPositionError
+from airflow_provider_binlog.canal.positions.archive import ArchiveGapError
 from airflow_provider_binlog.dev.services import MariaDbServer
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator

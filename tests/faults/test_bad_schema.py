@@ -18,7 +18,7 @@ from bad_input_harness import cursor, names, operator, run_fails
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.binlog.events_query import QueryEvent
 from airflow_provider_binlog.binlog.position import BinlogPosition
-from airflow_provider_binlog.canal.operations import SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.lake.errors import MissingKeyError, TypeMappingError
 from airflow_provider_binlog.lake.types import TypeOptions

@@ -29,7 +29,7 @@ from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
 from airflow_provider_binlog.canal.meta.zookeeper import ZooKeeperMetaManager
-from airflow_provider_binlog.canal.start import StartSpec
+from airflow_provider_binlog.canal.positions.start import StartSpec
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 

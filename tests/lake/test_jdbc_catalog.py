@@ -20,7 +20,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Op, OrderKey, RowChange
-from airflow_provider_binlog.canal.resnapshot import mark_key
+from airflow_provider_binlog.canal.snapshot.resnapshot import mark_key
 from airflow_provider_binlog.dev.services import PostgresServer
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.resnapshot import RESNAPSHOT, LakeResnapshot, namespace_tables

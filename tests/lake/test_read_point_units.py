@@ -7,7 +7,7 @@ import pytest
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
-from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
+from airflow_provider_binlog.canal.snapshot.initial import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake import read_point as rp
 from airflow_provider_binlog.lake.commits import CommittedMark

@@ -15,7 +15,7 @@ import pytest
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
-from airflow_provider_binlog.canal.resnapshot import mark_key, resnapshot_key
+from airflow_provider_binlog.canal.snapshot.resnapshot import mark_key, resnapshot_key
 from airflow_provider_binlog.drain.resnapshot import resnapshot
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.resnapshot import RESNAPSHOT, LakeResnapshot

@@ -14,8 +14,8 @@ import pytest
 
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.canal.instance import CanalInstance
-from airflow_provider_binlog.canal.resnapshot import resnapshot_key
 from airflow_provider_binlog.canal.routing import Routes
+from airflow_provider_binlog.canal.snapshot.resnapshot import resnapshot_key
 from airflow_provider_binlog.drain.loop import Limits
 from airflow_provider_binlog.drain.run import Drain, RunSettings
 from airflow_provider_binlog.lake.resnapshot import LakeResnapshot, namespace_tables

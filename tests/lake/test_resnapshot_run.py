@@ -21,9 +21,9 @@ from airflow_provider_binlog import faults
 from airflow_provider_binlog.canal.change import DdlEntry
 from airflow_provider_binlog.canal.instance import CanalInstance
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
-from airflow_provider_binlog.canal.operations import ResnapshotNeeded
-from airflow_provider_binlog.canal.resnapshot import resnapshot_key
 from airflow_provider_binlog.canal.routing import Routes
+from airflow_provider_binlog.canal.snapshot.resnapshot import resnapshot_key
+from airflow_provider_binlog.canal.sql.operations import ResnapshotNeeded
 from airflow_provider_binlog.drain.loop import Limits
 from airflow_provider_binlog.drain.run import Drain, RunSettings
 from airflow_provider_binlog.lake.write.merge import ChangeMerger

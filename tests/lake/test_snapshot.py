@@ -21,12 +21,12 @@ import pytest
 
 from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
-from airflow_provider_binlog.canal import snapshot as snapshot_module
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
 from airflow_provider_binlog.canal.meta import MemoryMetaManager, MetaManager
-from airflow_provider_binlog.canal.snapshot import Snapshot, table_key
-from airflow_provider_binlog.canal.snapshot_position import consistent_start
+from airflow_provider_binlog.canal.snapshot import initial as snapshot_module
+from airflow_provider_binlog.canal.snapshot.initial import Snapshot, table_key
+from airflow_provider_binlog.canal.snapshot.position import consistent_start
 from airflow_provider_binlog.lake.native import file_append
 from airflow_provider_binlog.lake.snapshot import LakeChunkLoader, chunk_commits
 from airflow_provider_binlog.lake.verify.verify import verify_tables

@@ -10,7 +10,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import DdlEntry, DdlKind, Entry, Op, OrderKey, RowChange
-from airflow_provider_binlog.canal.operations import Policy, ResnapshotNeeded, SourceOperationError
+from airflow_provider_binlog.canal.sql.operations import Policy, ResnapshotNeeded, SourceOperationError
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.options import TargetOptions

@@ -1,5 +1,5 @@
 """The lake actions of a DDL statement, run at its place among a target's pieces (see
-:mod:`airflow_provider_binlog.canal.operations` for what each statement becomes).
+:mod:`airflow_provider_binlog.canal.sql.operations` for what each statement becomes).
 
 Exactly once across crashes: an ``ALTER TABLE`` is an Iceberg metadata commit that carries no
 snapshot properties, so every action is written to converge from whatever state a crash left:
@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.binlog.columns import ColumnDef
-from airflow_provider_binlog.canal import operations as ops
-from airflow_provider_binlog.canal import partitions
+from airflow_provider_binlog.canal.sql import operations as ops
+from airflow_provider_binlog.canal.sql import partitions
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.ddl.ddl import TargetTables
@@ -82,7 +82,7 @@ def bound_literal(value: Any, col: ColumnDef, opts: TargetOptions, target: str) 
 
 
 def predicate_sql(action: partitions.DeleteRows, opts: TargetOptions, target: str) -> str:
-    """Spark SQL of :attr:`~..canal.partitions.DeleteRows.where`: every comparison two-valued
+    """Spark SQL of :attr:`~..canal.sql.partitions.DeleteRows.where`: every comparison two-valued
     (NULL sorts below every value in a range, equals only NULL in a list), identifiers quoted, bounds
     typed literals (:func:`bound_literal`)."""
     cols = action.columns

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from airflow_provider_binlog.canal import operations as ops
-from airflow_provider_binlog.canal import partitions
+from airflow_provider_binlog.canal.sql import operations as ops
+from airflow_provider_binlog.canal.sql import partitions
 from airflow_provider_binlog.faults import failpoint
 from airflow_provider_binlog.lake.ddl.actions import DdlActions, predicate_sql, sql_literal
 from airflow_provider_binlog.lake.errors import LakeError

@@ -215,11 +215,11 @@ def shard_rename(
     ``table`` the rows of a table routed to the same target, when their shard values differ
     (``None``: nothing to relabel).
 
-    :param stmt: the parsed statement (:func:`..canal.ddl.parse_ddl`).
+    :param stmt: the parsed statement (:func:`..canal.sql.ddl.parse_ddl`).
     :param route: ``(schema, table) -> target or None``.
     :raises LakeError: two such tables swap names (a relabel could not be run twice to the same table).
     """
-    from airflow_provider_binlog.canal.operations import rename_origins
+    from airflow_provider_binlog.canal.sql.operations import rename_origins
 
     renames = getattr(stmt, "renames", None)
     if shard is None or not renames or route is None:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_binlog.binlog.errors import PurgedBinlogError
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import OrderKey
-from airflow_provider_binlog.canal.snapshot import SNAPSHOT_FILE_NUMBER
+from airflow_provider_binlog.canal.snapshot.initial import SNAPSHOT_FILE_NUMBER
 from airflow_provider_binlog.canal.verify_source import WatchedTable, changed_keys, open_snapshot
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.errors import LakeError
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_binlog.binlog.client import ReplicationClient
 
-_RESNAPSHOT_PAYLOAD = -2  # canal.resnapshot.mark_key
+_RESNAPSHOT_PAYLOAD = -2  # canal.snapshot.resnapshot.mark_key
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ Per target table, for the entries of a batch not yet in the table (see :mod:`.co
 
 The columns that options add are described in :mod:`.options`.
 
-DDL statements act at their place (:mod:`airflow_provider_binlog.canal.operations` classifies them,
+DDL statements act at their place (:mod:`airflow_provider_binlog.canal.sql.operations` classifies them,
 :mod:`.actions` runs them between pieces), or stop the run as ``on_schema_change`` says.
 
 Limits: row images must be FULL for inserts and updates (``binlog_row_image=FULL``).
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.change import Entry, OrderKey
-from airflow_provider_binlog.canal.operations import Policy
+from airflow_provider_binlog.canal.sql.operations import Policy
 from airflow_provider_binlog.lake import commits
 from airflow_provider_binlog.lake.commits import CommittedMark
 from airflow_provider_binlog.lake.ddl.ddl import TargetTables

@@ -342,7 +342,7 @@ def test_append_only_and_soft_delete_targets_carry_the_shard(spark: Any) -> None
 
 def test_partition_delete_of_one_shard(spark: Any) -> None:
     """A TRUNCATE PARTITION of shard a (rows with v < 15) deletes a's rows in the partition only."""
-    from airflow_provider_binlog.canal import partitions
+    from airflow_provider_binlog.canal.sql import partitions
     from airflow_provider_binlog.lake.commits import mark_properties
     from airflow_provider_binlog.lake.ddl.ddl import TargetTables
     from airflow_provider_binlog.lake.shards.shard_actions import ScopedActions
