@@ -13,17 +13,25 @@ equals the source afterwards, value by value (the list of remedies and their tes
 from __future__ import annotations
 
 import json
+import logging
 import re
+import secrets
 import shlex
+import uuid
+from typing import Any
 
 import pytest
+from airflow_harness import mysql_uri
 from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
 
+from airflow_provider_binlog.canal.errors import SchemaMismatchError, StartPositionError
 from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
-from airflow_provider_binlog.lake.errors import MissingKeyError, SchemaEvolutionError
+from airflow_provider_binlog.drain.source import CascadeError
+from airflow_provider_binlog.lake.errors import LakeError, MissingKeyError, SchemaEvolutionError
 from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.sql import quote_parts
+from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -170,3 +178,187 @@ def test_a_lake_column_type_that_cannot_change_then_drop_and_when_needed(harness
     h.sql(f"DELETE FROM {db}.t WHERE id = 2")
     h.run(snapshot="when_needed")  # the table exists again: the binlog from the cursor
     h.assert_equal("t")
+
+
+def _resnapshot_as_named(
+    h: Harness,
+    message: str,
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> dict[str, object]:
+    """Run the ``binlog-cdc resnapshot`` command ``message`` names; only where things are is added."""
+    from airflow_provider_binlog import cli
+
+    argv = _named_command(message)
+    monkeypatch.setenv("REMEDY_PASSWORD", server.repl_password)
+    argv += [
+        "--host", server.host, "--port", str(server.port), "--user", server.repl_user,
+        "--password-env", "REMEDY_PASSWORD", "--zookeeper", zookeeper.hosts + zk_chroot,
+        "--warehouse", h.warehouse, "--spark-master", "local[1]",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 0, capsys.readouterr()
+    done: dict[str, object] = json.loads(capsys.readouterr().out)
+    return done
+
+
+def test_a_statement_not_understood_then_the_resnapshot_it_names(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A transportable tablespace (``DISCARD`` / ``IMPORT TABLESPACE``) replaces a table's rows
+    with no row in the binlog: the statement is not understood, the run stops and names the
+    re-snapshot command; taken as written, the lake holds the imported rows and later runs go on."""
+    h, db = harness, harness.db
+    h.exclude = [f"{db}.x"]
+    h.sql(
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"CREATE TABLE {db}.x LIKE {db}.t",
+        f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two')",
+        f"INSERT INTO {db}.x VALUES (7, 'seven'), (8, 'eight'), (9, 'nine')",
+    )
+    h.run()
+    h.assert_equal("t")
+    folder = server.datadir / db
+    h.sql(f"FLUSH TABLES {db}.x FOR EXPORT")
+    saved = {ext: (folder / f"x.{ext}").read_bytes() for ext in ("ibd", "cfg")}
+    h.sql("UNLOCK TABLES", f"ALTER TABLE {db}.t DISCARD TABLESPACE")
+    for ext, data in saved.items():
+        (folder / f"t.{ext}").write_bytes(data)
+    h.sql(f"ALTER TABLE {db}.t IMPORT TABLESPACE", f"UPDATE {db}.t SET v = 'neuf' WHERE id = 9")
+    with pytest.raises(SourceOperationError) as stopped:
+        h.run()
+    message = str(stopped.value)
+    assert "not understood" in message and stopped.value.table == f"{db}.t", message
+    done = _resnapshot_as_named(h, message, server, zookeeper, zk_chroot, monkeypatch, capsys)
+    assert done["rows"] == 3, done
+    h.assert_equal("t")
+    h.sql(f"DELETE FROM {db}.t WHERE id = 7", f"INSERT INTO {db}.t VALUES (10, 'ten')")
+    h.run()
+    h.assert_equal("t")
+
+
+def test_a_start_position_inside_an_event_then_a_position_it_names(harness: Harness) -> None:  # noqa: F811
+    """``start_from`` inside an event stops naming the two nearest event starts; the later one,
+    given as written, loads the changes from there."""
+    h, db = harness, harness.db
+    h.sql(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+    file, pos = h.start.split(":")
+    h.start = f"{file}:{int(pos) + 7}"  # inside the CREATE's GTID event
+    h.sql(f"INSERT INTO {db}.t VALUES (1, 10), (2, 20)")
+    with pytest.raises(StartPositionError) as stopped:
+        h.run()
+    message = str(stopped.value)
+    named = re.findall(r"nearest events start at (\S+) and (\S+)\.", message)
+    assert named, message
+    h.start = named[0][0]  # the event's own start: the CREATE and all after it
+    h.sql(f"UPDATE {db}.t SET v = 11 WHERE id = 1")
+    h.run()
+    h.assert_equal("t")
+
+
+def test_a_rename_onto_a_kept_lake_column_then_drop_the_one_it_names(harness: Harness) -> None:  # noqa: F811
+    """A column dropped with ``drop_column="keep"`` stays in the lake; a later rename of another
+    column onto its name stops ("the lake table has both"): the lake column it names dropped, the
+    run renames and the lake equals the source."""
+    h, db = harness, harness.db
+    keep = {"drop_column": "keep"}
+    h.sql(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, b INT)", f"INSERT INTO {db}.t VALUES (1, 1, 100)")
+    h.run(on_schema_change=keep)
+    h.sql(
+        f"ALTER TABLE {db}.t DROP COLUMN b",
+        f"INSERT INTO {db}.t VALUES (2, 2)",
+        f"ALTER TABLE {db}.t RENAME COLUMN a TO b",
+        f"UPDATE {db}.t SET b = 3 WHERE id = 2",
+    )
+    with pytest.raises(LakeError) as stopped:
+        h.run(on_schema_change=keep)
+    message = str(stopped.value)
+    drop = re.search(r"drop the lake column '(\w+)'", message)
+    assert drop, message
+    h.spark.sql(f"ALTER TABLE {quote_parts(('lake', db, 't'))} DROP COLUMN `{drop.group(1)}`")
+    h.run(on_schema_change=keep)
+    h.assert_equal("t")
+
+
+def test_minimal_metadata_without_information_schema_then_grant_select(
+    mariadb_minimal: MariaDbServer,
+    spark: Any,
+    spark_warehouse: str,
+    conns: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MINIMAL metadata and a user that cannot read the table's ``information_schema`` rows: the
+    column names are unknown and the run stops ("set binlog_row_metadata=FULL or give the user
+    SELECT on the table"); SELECT granted, the next run loads the changes it stopped at."""
+    server = mariadb_minimal
+    user, password = f"r{uuid.uuid4().hex[:8]}", secrets.token_hex(8)
+    server.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+    server.execute(f"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{user}'@'%'")
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_NOSELECT", mysql_uri(server, user, password))
+    h = Harness(server, spark, spark_warehouse, "mysql_noselect")
+    db = h.db
+    try:
+        h.sql(f"CREATE DATABASE `{db}`", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+        (file, pos, *_), *_ = server.execute("SHOW MASTER STATUS")
+        h.start = f"{file}:{pos}"  # after the CREATE: the stream does not name the columns
+        h.sql(f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two')")
+        with pytest.raises(SchemaMismatchError) as stopped:
+            h.run()
+        message = str(stopped.value)
+        assert "give the user SELECT on the table" in message and f"{db}.t" in message, message
+        server.execute(f"GRANT SELECT ON `{db}`.`t` TO '{user}'@'%'")
+        h.sql(f"UPDATE {db}.t SET v = 'uno' WHERE id = 1")
+        h.run()
+        h.assert_equal("t")
+    finally:
+        h.close()
+        server.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_a_cascading_child_then_each_remedy_it_names(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A routed child of ``ON DELETE CASCADE``: the server deletes its rows without logging them. The
+    stop (``on_cascade="fail"``; the default warns with the same text) names two ways: re-snapshot the
+    child now and then (the command, taken as written), or change the child rows before the
+    parent's in the application (taken too): the lake equals the source after each."""
+    h, db = harness, harness.db
+    h.sql(
+        f"CREATE TABLE {db}.p (id INT PRIMARY KEY)",
+        f"CREATE TABLE {db}.c (id INT PRIMARY KEY, p INT, CONSTRAINT fk_c FOREIGN KEY (p) "
+        f"REFERENCES {db}.p (id) ON DELETE CASCADE)",
+        f"INSERT INTO {db}.p VALUES (1), (2), (3)",
+        f"INSERT INTO {db}.c VALUES (10, 1), (11, 1), (20, 2), (30, 3)",
+    )
+    logger = logging.getLogger("tests.airflow.remedies")
+    monkeypatch.setattr(BinlogToSparkOperator, "log", property(lambda self: logger))
+    with pytest.raises(CascadeError, match="see the warnings above for the remedies"):
+        h.run(on_cascade="fail")
+    h.run()  # warns, with the remedies
+    (message,) = [r.getMessage() for r in caplog.records if "Remedies: re-snapshot" in r.getMessage()][-1:]
+    assert "change the child rows in the application before the parent's" in message, message
+    h.sql(f"DELETE FROM {db}.p WHERE id = 1")  # 10 and 11 go without a row event
+    h.run()
+    _, lake = h.lake("c")
+    assert 10 in lake, "the divergence the message warns of did not happen"
+    done = _resnapshot_as_named(h, message, server, zookeeper, zk_chroot, monkeypatch, capsys)
+    assert done["rows"] == 2, done
+    h.assert_equal("c")
+    h.sql("BEGIN", f"DELETE FROM {db}.c WHERE p = 2", f"DELETE FROM {db}.p WHERE id = 2", "COMMIT")
+    h.run(on_cascade="ignore")
+    h.assert_equal("c")
+    h.assert_equal("p")
