@@ -21,7 +21,7 @@ import uuid
 from typing import Any
 
 import pytest
-from airflow_harness import mysql_uri
+from airflow_harness import make_context, mysql_uri
 from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
 
 from airflow_provider_binlog.canal.errors import SchemaMismatchError, StartPositionError
@@ -362,3 +362,66 @@ def test_a_cascading_child_then_each_remedy_it_names(
     h.run(on_cascade="ignore")
     h.assert_equal("c")
     h.assert_equal("p")
+
+
+def _sharded_run(h: Harness, destination: str, source: str, **kwargs: Any) -> dict[str, Any]:
+    """One run routing ``source`` (a table or a glob) of ``h.db`` into ``lake.<db>.orders``."""
+    h.try_number += 1
+    op = BinlogToSparkOperator(
+        task_id="load", destination=destination, tables={f"{h.db}.{source}": f"lake.{h.db}.orders"},
+        start_from=h.start, warehouse=h.warehouse, spark_master="local[2]", stop_spark=False,
+        mysql_conn_id=h.mysql_conn_id, **kwargs,
+    )  # fmt: skip
+    result: dict[str, Any] = op.execute(make_context(try_number=h.try_number))
+    return result
+
+
+def test_shards_into_one_lake_table_then_each_remedy_named(harness: Harness) -> None:  # noqa: F811
+    """Two source tables into one lake table: a shard column that is a source column stops ("choose
+    another shard_column"), and so does a snapshot of both ("snapshot each shard under a destination
+    of its own, or ... snapshot='never'"). Each taken: the lake holds both tables' rows, told apart
+    by the shard column, value by value."""
+    h, db = harness, harness.db
+    for name in ("o_1", "o_2"):
+        h.sql(f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, src VARCHAR(10), qty INT)")
+    h.sql(
+        f"INSERT INTO {db}.o_1 VALUES (1, 'a', 10), (2, 'a', 20)", f"INSERT INTO {db}.o_2 VALUES (1, 'b', 30)"
+    )
+    opts = {f"lake.{db}.orders": TargetOptions(shard_column="src", shard_value="{table}")}
+    with pytest.raises(MissingKeyError, match="is a source column too: choose another shard_column"):
+        _sharded_run(h, h.dest, "o_*", target_options=opts)
+    shard = {f"lake.{db}.orders": TargetOptions(shard_column="_shard", shard_value="{table}")}
+    _sharded_run(h, h.dest, "o_*", target_options=shard)
+
+    def expected(prefix: str = "") -> dict[tuple[str, int], tuple[Any, ...]]:
+        out = {}
+        for name in ("o_1", "o_2"):
+            for row in h.server.execute(f"SELECT id, src, qty FROM `{db}`.`{name}`"):
+                out[(prefix + name, row[0])] = tuple(row)
+        return out
+
+    def lake() -> dict[tuple[str, int], tuple[Any, ...]]:
+        table = quote_parts(("lake", db, "orders"))
+        h.spark.catalog.refreshTable(table)
+        rows = h.spark.sql(f"SELECT _shard, id, src, qty FROM {table}").collect()
+        assert len({(r[0], r[1]) for r in rows}) == len(rows), rows
+        return {(r[0], r[1]): tuple(r[1:]) for r in rows}
+
+    assert lake() == expected()
+
+    # a snapshot of both into one lake table (a new lake table, rows already there)
+    h.spark.sql(f"DROP TABLE {quote_parts(('lake', db, 'orders'))}")
+    h.start = ""
+    h.sql(f"UPDATE {db}.o_2 SET qty = 31 WHERE id = 1", f"INSERT INTO {db}.o_1 VALUES (3, 'a', 40)")
+    with pytest.raises(LakeError, match="snapshot each shard under a destination of its own"):
+        _sharded_run(h, f"{h.dest}-s", "o_*", target_options=shard, snapshot="initial")
+    # a destination per shard, each with its snapshot (its shard value names the destination, as
+    # the check of writers into one lake table asks)
+    own = {f"lake.{db}.orders": TargetOptions(shard_column="_shard", shard_value="{destination}")}
+    for name in ("o_1", "o_2"):
+        _sharded_run(h, f"{h.dest}-{name}", name, target_options=own, snapshot="initial")
+    assert lake() == expected(f"{h.dest}-")
+    h.sql(f"DELETE FROM {db}.o_1 WHERE id = 2", f"UPDATE {db}.o_2 SET qty = 32 WHERE id = 1")
+    for name in ("o_1", "o_2"):
+        _sharded_run(h, f"{h.dest}-{name}", name, target_options=own, snapshot="initial")
+    assert lake() == expected(f"{h.dest}-")
