@@ -43,7 +43,7 @@ from typing import Any
 
 from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
-from airflow_provider_binlog.binlog.errors import DecodeError
+from airflow_provider_binlog.binlog.errors import DecodeError, SchemaMismatchDecodeError
 from airflow_provider_binlog.binlog.event import DecodeContext, register
 from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.reader import Reader
@@ -371,8 +371,16 @@ def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
     cols = event.table_schema.columns
     where = f"{event.schema}.{event.table}"
     if len(resolved.columns) != len(cols):
-        raise DecodeError(
-            f"schema for {where} has {len(resolved.columns)} columns but the TABLE_MAP has {len(cols)}"
+        extra = len(cols) - len(resolved.columns)
+        hint = ""
+        if extra > 0 and all(c.type == T.LONGLONG for c in cols[-extra:]):
+            hint = (
+                f"; the {extra} trailing BIGINT column(s) look like MariaDB's hidden DB_ROW_HASH_n columns "
+                "(a UNIQUE key on a whole TEXT/BLOB column, or USING HASH), which the server does not "
+                "list for this table now (its keys changed since?)"
+            )
+        raise SchemaMismatchDecodeError(
+            f"schema for {where} has {len(resolved.columns)} columns but the TABLE_MAP has {len(cols)}{hint}"
         )
     o = event.optional
     merged = []
@@ -381,12 +389,12 @@ def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
         # MariaDB's JSON is LONGTEXT: a resolver may say JSON where the binlog says BLOB (text).
         text_json = s.type == T.JSON and b.type in _BLOBS and b.collation != BINARY_COLLATION
         if not ok and not text_json:
-            raise DecodeError(
+            raise SchemaMismatchDecodeError(
                 f"schema for {where} column {i + 1} ({s.name}) is {s.type.name} but the TABLE_MAP "
                 f"says {b.type.name}; refusing to decode with a mismatched schema"
             )
         if o.column_names is not None and s.name != b.name:
-            raise DecodeError(
+            raise SchemaMismatchDecodeError(
                 f"schema for {where} column {i + 1} is named {s.name!r}, TABLE_MAP says {b.name!r}"
             )
         col = replace(b, name=s.name)

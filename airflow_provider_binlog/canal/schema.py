@@ -64,7 +64,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
-from airflow_provider_binlog.canal import partitions
+from airflow_provider_binlog.canal import hidden_columns, partitions
 from airflow_provider_binlog.canal.ddl import ColumnSpec, DdlStatement, KeySpec, tokenize
 from airflow_provider_binlog.canal.errors import MetaConflictError
 from airflow_provider_binlog.canal.meta.base import MetaManager
@@ -421,6 +421,7 @@ class SchemaHistory:
         self._table_defaults: dict[tuple[str, str], int | None] = {}
         """A table's default collation id as the DDL seen here (or ``information_schema``) gave it."""
         self._schema_defaults: dict[str, int | None] = {}
+        self._hidden: dict[int, tuple[TableSchema, int, TableSchema]] = {}  # id(ts): with hash columns
         self._lock = threading.RLock()
         self.current: Key = (0, 0)
 
@@ -878,11 +879,33 @@ class SchemaHistory:
         key = key if key is not None else self.current
         found = self.at(schema, table, key)
         if found is not None and found[0] is not None:
-            return found[0]
+            return self._with_hidden(table_map, found[0])
         ts = self.from_information_schema(schema, table)
         if ts is not None:
             self.record(schema, table, key, ts, "information_schema")
+            ts = self._with_hidden(table_map, ts)
         return ts
+
+    def _with_hidden(self, table_map: Any, ts: TableSchema) -> TableSchema:
+        """``ts`` with MariaDB's hidden hash columns when ``table_map`` has that many more trailing
+        BIGINTs and the server has that many HASH unique keys on the table
+        (:mod:`.hidden_columns`); else ``ts`` (a count mismatch then stops decoding)."""
+        extra = hidden_columns.trailing_extra(table_map, ts)
+        if not extra:
+            return ts
+        memo = self._hidden.get(id(ts))
+        if memo is not None and memo[0] is ts and memo[1] == extra:
+            return memo[2]
+        try:
+            keys = hidden_columns.hash_key_count(self._query, table_map.schema, table_map.table)
+        except pymysql.Error as exc:
+            log.warning("hash keys of %s.%s not read: %s", table_map.schema, table_map.table, exc)
+            keys = 0
+        out = hidden_columns.with_hash_columns(ts, extra) if keys == extra else ts
+        if len(self._hidden) >= 1024:
+            self._hidden.clear()
+        self._hidden[id(ts)] = (ts, extra, out)
+        return out
 
     def set_position(self, file: str, pos: int) -> None:
         """Tell the history where the parser is (the instance calls it before each event)."""

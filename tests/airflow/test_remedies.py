@@ -24,7 +24,11 @@ import pytest
 from airflow_harness import make_context, mysql_uri
 from test_operator_ddl import Harness, harness  # noqa: F401  (the fixture)
 
-from airflow_provider_binlog.canal.errors import SchemaMismatchError, StartPositionError
+from airflow_provider_binlog.canal.errors import (
+    SchemaMismatchError,
+    StartPositionError,
+    UnreadableBinlogError,
+)
 from airflow_provider_binlog.canal.operations import ResnapshotNeeded, SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.drain.source import CascadeError
@@ -425,3 +429,52 @@ def test_shards_into_one_lake_table_then_each_remedy_named(harness: Harness) -> 
     for name in ("o_1", "o_2"):
         _sharded_run(h, f"{h.dest}-{name}", name, target_options=own, snapshot="initial")
     assert lake() == expected(f"{h.dest}-")
+
+
+def test_minimal_metadata_hash_keys_changed_then_full_and_a_new_destination(
+    mariadb_minimal: MariaDbServer,
+    spark: Any,
+    spark_warehouse: str,
+    conns: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MINIMAL metadata: a row image carries MariaDB's hidden hash column of a UNIQUE key on a
+    TEXT column, and the table's hash keys changed since (the server now lists two): the columns
+    cannot be matched, the stop says the binlog is not damaged and names FULL metadata and a new
+    destination with snapshot='initial'. Taken as written, the lake equals the source."""
+    server = mariadb_minimal
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_MINIMAL_R", mysql_uri(server))
+    h = Harness(server, spark, spark_warehouse, "mysql_minimal_r")
+    db = h.db
+    try:
+        h.sql(
+            f"CREATE DATABASE `{db}`",
+            f"CREATE TABLE {db}.u (id INT PRIMARY KEY, b TEXT, UNIQUE KEY ub (b))",
+            f"INSERT INTO {db}.u VALUES (1, 'one'), (2, 'two')",
+        )
+        h.run()
+        h.assert_equal("u")
+        h.sql(
+            f"INSERT INTO {db}.u VALUES (3, 'three')",
+            f"ALTER TABLE {db}.u ADD COLUMN w TEXT, ADD UNIQUE KEY uw (w)",
+            f"INSERT INTO {db}.u VALUES (4, 'four', 'w4')",
+        )
+        with pytest.raises(UnreadableBinlogError) as stopped:
+            h.run()
+        message = str(stopped.value)
+        assert "The binlog is not damaged" in message and "Set binlog_row_metadata=FULL" in message, message
+        assert "DB_ROW_HASH_n" in message and f"{db}.u" in message, message
+        server.execute("SET GLOBAL binlog_row_metadata = FULL")
+        handover = re.search(r"(ALTER TABLE <lake table> UNSET TBLPROPERTIES \('[^']+'\))", message)
+        assert handover, message
+        h.spark.sql(handover.group(1).replace("<lake table>", quote_parts(("lake", db, "u"))))
+        h.dest, h.start = f"{h.dest}-full", ""
+        h.sql(f"UPDATE {db}.u SET w = 'w1' WHERE id = 1")
+        h.run(snapshot="initial")
+        h.assert_equal("u")
+        h.sql(f"DELETE FROM {db}.u WHERE id = 2", f"UPDATE {db}.u SET b = 'uno' WHERE id = 1")
+        h.run(snapshot="initial")
+        h.assert_equal("u")
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = MINIMAL")
+        h.close()
