@@ -88,8 +88,8 @@ CHARSET_CODECS: dict[str, str | None] = {
     "gb18030": "gb18030",
 }  # fmt: skip
 
-# Collation id -> character set, as ranges (MariaDB 10.11's information_schema.COLLATIONS, plus the
-# ids only MySQL 8 uses: 76, 248-250 and 255-323).
+# Collation id -> character set, as ranges (MariaDB 10.11's information_schema.COLLATIONS and
+# COLLATION_CHARACTER_SET_APPLICABILITY, plus the ids only MySQL 8 uses: 76, 248-250 and 255-323).
 _COLLATION_RANGES = (
     "1:big5 2:latin2 3:dec8 4:cp850 5:latin1 6:hp8 7:koi8r 8:latin1 9:latin2 10:swe7 11:ascii "
     "12:ujis 13:sjis 14:cp1251 15:latin1 16:hebrew 18:tis620 19:euckr 20:latin7 21:latin2 22:koi8u "
@@ -113,7 +113,9 @@ _COLLATION_RANGES = (
     "1104:cp850 1105:cp852 1106:swe7 1107:utf8mb3 1108:big5 1109:euckr 1110:gb2312 1111:gbk "
     "1112:sjis 1113:tis620 1114:ucs2 1115:ujis 1116-1117:geostd8 1119-1120:cp932 1121-1122:eucjpms "
     "1125:utf16 1147:utf16 1152:ucs2 1174:ucs2 1184:utf32 1206:utf32 1216:utf8mb3 1238:utf8mb3 "
-    "1248:utf8mb4 1270:utf8mb4"
+    "1248:utf8mb4 1270:utf8mb4 "
+    # MariaDB 10.10+ UCA 14.0.0 collations: 2048 + (charset << 8) + (tailoring << 3) + flags
+    "2048-2303:utf8mb3 2304-2559:utf8mb4 2560-2815:ucs2 2816-3071:utf16 3072-3327:utf32"
 )
 
 
