@@ -860,6 +860,10 @@ class SchemaHistory:
 
         try:
             for op in stmt.ops:
+                if op.if_exists and op.op in ("add", "drop", "modify", "change"):
+                    there = any(c.name.lower() == op.name.lower() for c in cols)
+                    if there == (op.op == "add"):
+                        continue  # IF [NOT] EXISTS: the server did nothing for this clause
                 if op.op == "add" and op.spec is not None:
                     place(spec_to_column(op.spec, coll, cs), op.first, op.after)
                 elif op.op == "drop":
