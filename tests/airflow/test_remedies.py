@@ -502,3 +502,30 @@ def test_a_system_versioned_table_stops_then_exclude(harness: Harness) -> None: 
     h.run()
     h.assert_equal("p")
     assert not h.spark.catalog.tableExists(quote_parts(("lake", db, "sv")))
+
+
+def test_a_key_column_missing_from_a_row_image_then_key_columns_the_images_hold(
+    harness: Harness,  # noqa: F811
+) -> None:
+    """``key_columns`` naming a column that ``binlog_row_image=MINIMAL`` leaves out of a delete's
+    before image stops at the change ("set TargetOptions(key_columns=(...)) to columns its row images
+    hold"); the primary key, which every image holds, taken instead: the lake equals the source."""
+    h, db = harness, harness.db
+    by_code = {f"lake.{db}.t": TargetOptions(key_columns=("code",))}
+    h.sql(
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, code INT NOT NULL UNIQUE, v INT)",
+        f"INSERT INTO {db}.t VALUES (1, 11, 1), (2, 12, 2)",
+    )
+    h.run(target_options=by_code)
+    h.sql(
+        f"UPDATE {db}.t SET v = 5 WHERE id = 1",
+        "SET SESSION binlog_row_image = MINIMAL",  # a delete's before image: the primary key only
+        f"DELETE FROM {db}.t WHERE id = 2",
+        "SET SESSION binlog_row_image = FULL",
+    )
+    with pytest.raises(MissingKeyError) as stopped:
+        h.run(target_options=by_code)
+    message = str(stopped.value)
+    assert "key column 'code' is missing from a row image" in message and "mysql-bin." in message, message
+    h.run(target_options={f"lake.{db}.t": TargetOptions(key_columns=("id",))})
+    h.assert_equal("t")
