@@ -529,3 +529,40 @@ def test_a_key_column_missing_from_a_row_image_then_key_columns_the_images_hold(
     assert "key column 'code' is missing from a row image" in message and "mysql-bin." in message, message
     h.run(target_options={f"lake.{db}.t": TargetOptions(key_columns=("id",))})
     h.assert_equal("t")
+
+
+def test_verify_at_cursor_without_a_commit_mark_then_without_at_cursor(
+    harness: Harness,  # noqa: F811
+    server: MariaDbServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``binlog-cdc verify --at-cursor`` of a lake table no binlog-cdc run wrote (no commit mark)
+    stops ("verify without --at-cursor, or name the --destination that loads it"); without
+    ``--at-cursor``, as it says, the comparison runs and finds the tables equal."""
+    from airflow_provider_binlog import cli
+
+    h, db = harness, harness.db
+    lake = quote_parts(("lake", db, "t"))
+    h.sql(
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(5))",
+        f"INSERT INTO {db}.t VALUES (1, 'a'), (2, NULL)",
+    )
+    h.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_parts(('lake', db))}")
+    h.spark.sql(f"CREATE TABLE {lake} (id INT, v STRING) USING iceberg")
+    h.spark.sql(f"INSERT INTO {lake} VALUES (1, 'a'), (2, NULL)")
+    monkeypatch.setenv("VERIFY_PASSWORD", server.root_password)
+    argv = [
+        "verify", "--host", server.host, "--port", str(server.port), "--user", server.root_user,
+        "--password-env", "VERIFY_PASSWORD", "--warehouse", h.warehouse, "--spark-master", "local[1]",
+        "--tables", f"{db}.t=lake.{db}.t",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main([*argv, "--at-cursor"]) == 1
+    said = capsys.readouterr()
+    assert (
+        "has no binlog-cdc commit mark" in said.err + said.out
+        and "verify without --at-cursor" in said.err + said.out
+    )
+    assert cli.main(argv) == 0, capsys.readouterr()
+    assert f"{db}.t == lake.{db}.t" in capsys.readouterr().out
