@@ -47,6 +47,12 @@ class ChecksumError(DecodeError):
     """An event's CRC32 does not match its bytes."""
 
 
+class SchemaMismatchDecodeError(DecodeError):
+    """The columns known for a table (the schema history, ``information_schema``) do not match its
+    TABLE_MAP (count or type family) where the binlog leaves names out: the bytes are not damaged,
+    what is known about the table is."""
+
+
 class UnsupportedError(BinlogError):
     """A feature of the server or the binlog this client does not support (e.g. binlog encryption)."""
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
-from airflow_provider_binlog.binlog.errors import DecodeError
+from airflow_provider_binlog.binlog.errors import DecodeError, SchemaMismatchDecodeError
 from airflow_provider_binlog.binlog.event import DecodeContext, register
 from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.reader import Reader
@@ -88,8 +88,8 @@ CHARSET_CODECS: dict[str, str | None] = {
     "gb18030": "gb18030",
 }  # fmt: skip
 
-# Collation id -> character set, as ranges (MariaDB 10.11's information_schema.COLLATIONS, plus the
-# ids only MySQL 8 uses: 76, 248-250 and 255-323).
+# Collation id -> character set, as ranges (MariaDB 10.11's information_schema.COLLATIONS and
+# COLLATION_CHARACTER_SET_APPLICABILITY, plus the ids only MySQL 8 uses: 76, 248-250 and 255-323).
 _COLLATION_RANGES = (
     "1:big5 2:latin2 3:dec8 4:cp850 5:latin1 6:hp8 7:koi8r 8:latin1 9:latin2 10:swe7 11:ascii "
     "12:ujis 13:sjis 14:cp1251 15:latin1 16:hebrew 18:tis620 19:euckr 20:latin7 21:latin2 22:koi8u "
@@ -113,7 +113,9 @@ _COLLATION_RANGES = (
     "1104:cp850 1105:cp852 1106:swe7 1107:utf8mb3 1108:big5 1109:euckr 1110:gb2312 1111:gbk "
     "1112:sjis 1113:tis620 1114:ucs2 1115:ujis 1116-1117:geostd8 1119-1120:cp932 1121-1122:eucjpms "
     "1125:utf16 1147:utf16 1152:ucs2 1174:ucs2 1184:utf32 1206:utf32 1216:utf8mb3 1238:utf8mb3 "
-    "1248:utf8mb4 1270:utf8mb4"
+    "1248:utf8mb4 1270:utf8mb4 "
+    # MariaDB 10.10+ UCA 14.0.0 collations: 2048 + (charset << 8) + (tailoring << 3) + flags
+    "2048-2303:utf8mb3 2304-2559:utf8mb4 2560-2815:ucs2 2816-3071:utf16 3072-3327:utf32"
 )
 
 
@@ -371,8 +373,16 @@ def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
     cols = event.table_schema.columns
     where = f"{event.schema}.{event.table}"
     if len(resolved.columns) != len(cols):
-        raise DecodeError(
-            f"schema for {where} has {len(resolved.columns)} columns but the TABLE_MAP has {len(cols)}"
+        extra = len(cols) - len(resolved.columns)
+        hint = ""
+        if extra > 0 and all(c.type == T.LONGLONG for c in cols[-extra:]):
+            hint = (
+                f"; the {extra} trailing BIGINT column(s) look like MariaDB's hidden DB_ROW_HASH_n columns "
+                "(a UNIQUE key on a whole TEXT/BLOB column, or USING HASH), which the server does not "
+                "list for this table now (its keys changed since?)"
+            )
+        raise SchemaMismatchDecodeError(
+            f"schema for {where} has {len(resolved.columns)} columns but the TABLE_MAP has {len(cols)}{hint}"
         )
     o = event.optional
     merged = []
@@ -381,12 +391,12 @@ def merge_schema(event: TableMapEvent, resolved: TableSchema) -> TableSchema:
         # MariaDB's JSON is LONGTEXT: a resolver may say JSON where the binlog says BLOB (text).
         text_json = s.type == T.JSON and b.type in _BLOBS and b.collation != BINARY_COLLATION
         if not ok and not text_json:
-            raise DecodeError(
+            raise SchemaMismatchDecodeError(
                 f"schema for {where} column {i + 1} ({s.name}) is {s.type.name} but the TABLE_MAP "
                 f"says {b.type.name}; refusing to decode with a mismatched schema"
             )
         if o.column_names is not None and s.name != b.name:
-            raise DecodeError(
+            raise SchemaMismatchDecodeError(
                 f"schema for {where} column {i + 1} is named {s.name!r}, TABLE_MAP says {b.name!r}"
             )
         col = replace(b, name=s.name)

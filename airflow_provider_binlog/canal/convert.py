@@ -98,6 +98,7 @@ from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, Q
 from airflow_provider_binlog.binlog.gtid import MariadbGtidList, MysqlGtidSet
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.binlog.rows import RowsEvent, image_pairs
+from airflow_provider_binlog.canal import hidden_columns
 from airflow_provider_binlog.canal.change import (
     DdlEntry,
     DdlKind,
@@ -626,8 +627,11 @@ class EntryConverter:
                     "column metadata (binlog_row_metadata=MINIMAL) and information_schema could not be "
                     "read; set binlog_row_metadata=FULL or give the user SELECT on the table"
                 )
-            ts = flt.table_schema(ts, event.position)  # refused tables stop here; column rules project it
-            known = (tm, ts, flt.has_column_rules(schema, table), self._before_kept(tm.table_schema, ts))
+            hidden = hidden_columns.hidden_names(ts)
+            ts = flt.table_schema(hidden_columns.visible_schema(ts), event.position)  # refused tables
+            # stop here; column rules project it; MariaDB's hidden hash columns never reach the lake
+            rules = flt.has_column_rules(schema, table) or bool(hidden)
+            known = (tm, ts, rules, self._before_kept(tm.table_schema, ts))
         if len(self._routes) >= 1024:
             self._routes.clear()
         self._routes[id(tm)] = known
@@ -675,6 +679,9 @@ class EntryConverter:
         # tuple.__new__ (an OrderKey(...) call runs namedtuple's Python __new__: twice the cost).
         if known[2]:
             project = self.filter.project
+            hidden = hidden_columns.hidden_names(tm.table_schema)
+            if hidden:
+                project = _without(hidden, project)
             out: list[Entry] = [
                 RowChange(
                     dest, schema, table, op, project(schema, table, b, pk), project(schema, table, a, pk),
@@ -716,3 +723,16 @@ class EntryConverter:
             body.rows_bytes // len(out),
         )
         self._emit(out, size_each)
+
+
+def _without(
+    hidden: frozenset[str], project: Callable[..., dict[str, Any] | None]
+) -> Callable[..., dict[str, Any] | None]:
+    """``project`` of row images from which the ``hidden`` columns are left out first."""
+
+    def out(schema: str, table: str, row: Any, pk: Any) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        return project(schema, table, {k: v for k, v in row.items() if k not in hidden}, pk)
+
+    return out

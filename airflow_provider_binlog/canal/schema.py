@@ -64,6 +64,7 @@ from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.mariadb_types import PLUGIN_TYPES
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
+from airflow_provider_binlog.canal import hidden_columns
 from airflow_provider_binlog.canal.errors import MetaConflictError
 from airflow_provider_binlog.canal.meta.base import MetaManager
 from airflow_provider_binlog.canal.meta.model import ClientIdentity
@@ -148,6 +149,28 @@ def column_from_json(d: dict[str, Any]) -> ColumnDef:
         plugin_type=d.get("plugin_type"),
         zerofill=bool(d.get("zerofill")),
     )
+
+
+_PLUGIN_MARK = "plugin_types"
+"""Set on stored versions whose columns name MariaDB's UUID/INET6/INET4 (``plugin_type``); a version
+without it was recorded before: see :func:`_old_plugin_shape`."""
+
+
+def _old_plugin_shape(c: ColumnDef) -> bool:
+    """Whether ``c`` (of a version recorded before ``plugin_type``) may be a UUID/INET6 (a text
+    column without collation) or an INET4 (an INT) as the history recorded them then."""
+    return c.plugin_type is None and (
+        (c.type == T.STRING and c.collation is None) or (c.type == T.LONG and not c.zerofill)
+    )
+
+
+def _with_plugin_now(c: ColumnDef, plugins: dict[str, str]) -> ColumnDef:
+    """``c`` with the plugin type its column has now, when it has the old shape of that type."""
+    found = plugins.get(c.name)
+    if found is None or not _old_plugin_shape(c) or (c.type == T.LONG) != (found == "inet4"):
+        return c
+    extra = _plugin(found)
+    return replace(c, type=T.STRING, unsigned=False, charset=None, **extra)
 
 
 def _plugin(type_name: str | None) -> dict[str, Any]:
@@ -421,6 +444,8 @@ class SchemaHistory:
         self._table_defaults: dict[tuple[str, str], int | None] = {}
         """A table's default collation id as the DDL seen here (or ``information_schema``) gave it."""
         self._schema_defaults: dict[str, int | None] = {}
+        self._hidden: dict[int, tuple[TableSchema, int, TableSchema]] = {}  # id(ts): with hash columns
+        self._plugins_unchecked: set[tuple[str, str]] = set()  # old versions not checked for plugin types
         self._lock = threading.RLock()
         self.current: Key = (0, 0)
 
@@ -437,13 +462,19 @@ class SchemaHistory:
         versions: list[tuple[Key, TableSchema | None, str]] = []
         if self.meta is not None and self.identity is not None:
             stored = self.meta.get_json(self.identity, self._record_key(schema, table)).value or []
+            plugins: dict[str, str] | None = None
             for v in stored:
                 ts = None
                 if not v.get("dropped"):
+                    columns = [column_from_json(c) for c in v["columns"]]
+                    if not v.get(_PLUGIN_MARK) and any(_old_plugin_shape(c) for c in columns):
+                        if plugins is None:
+                            plugins = self._plugin_columns_now(schema, table)
+                        columns = [_with_plugin_now(c, plugins) for c in columns]
                     ts = TableSchema(
                         schema,
                         table,
-                        tuple(column_from_json(c) for c in v["columns"]),
+                        tuple(columns),
                         tuple(v.get("pk") or ()),
                         tuple(
                             (str(u[0]), tuple(u[1]), bool(u[2:3] != [False])) for u in v.get("unique") or ()
@@ -453,6 +484,25 @@ class SchemaHistory:
                 versions.append(((int(v["at"][0]), int(v["at"][1])), ts, v.get("source", "")))
         self._versions[name] = sorted(versions, key=lambda x: x[0])
         return self._versions[name]
+
+    def _plugin_columns_now(self, schema: str, table: str) -> dict[str, str]:
+        """``{column: uuid|inet6|inet4}`` of the table now, for versions recorded before the history
+        named MariaDB's plugin types (their UUID/INET6 columns were a text column without collation,
+        INET4 an INT); no connection: ``{}``, and the versions stay unmarked (checked at a later load)."""
+        if self.connect is None:
+            self._plugins_unchecked.add((schema, table))
+            return {}
+        try:
+            rows = self._query(
+                "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s",
+                (schema, table),
+            )
+        except pymysql.Error as exc:
+            log.warning("plugin types of %s.%s not read: %s", schema, table, exc)
+            self._plugins_unchecked.add((schema, table))
+            return {}
+        return {str(n): str(t).lower() for n, t in rows if str(t).lower() in PLUGIN_TYPES}
 
     def _save(self, schema: str, table: str) -> None:
         if self.meta is None or self.identity is None:
@@ -467,6 +517,7 @@ class SchemaHistory:
                 "pk": list(ts.primary_key) if ts else [],
                 "unique": [[k, list(c), made] for k, c, made in ts.unique_keys] if ts else [],
                 "partitioning": partitions.to_json(partitions.partitioning_of(ts)),
+                **({_PLUGIN_MARK: True} if (schema, table) not in self._plugins_unchecked else {}),
             }
             for key, ts, source in versions
         ]
@@ -810,6 +861,10 @@ class SchemaHistory:
 
         try:
             for op in stmt.ops:
+                if op.if_exists and op.op in ("add", "drop", "modify", "change"):
+                    there = any(c.name.lower() == op.name.lower() for c in cols)
+                    if there == (op.op == "add"):
+                        continue  # IF [NOT] EXISTS: the server did nothing for this clause
                 if op.op == "add" and op.spec is not None:
                     place(spec_to_column(op.spec, coll, cs), op.first, op.after)
                 elif op.op == "drop":
@@ -878,11 +933,33 @@ class SchemaHistory:
         key = key if key is not None else self.current
         found = self.at(schema, table, key)
         if found is not None and found[0] is not None:
-            return found[0]
+            return self._with_hidden(table_map, found[0])
         ts = self.from_information_schema(schema, table)
         if ts is not None:
             self.record(schema, table, key, ts, "information_schema")
+            ts = self._with_hidden(table_map, ts)
         return ts
+
+    def _with_hidden(self, table_map: Any, ts: TableSchema) -> TableSchema:
+        """``ts`` with MariaDB's hidden hash columns when ``table_map`` has that many more trailing
+        BIGINTs and the server has that many HASH unique keys on the table
+        (:mod:`.hidden_columns`); else ``ts`` (a count mismatch then stops decoding)."""
+        extra = hidden_columns.trailing_extra(table_map, ts)
+        if not extra:
+            return ts
+        memo = self._hidden.get(id(ts))
+        if memo is not None and memo[0] is ts and memo[1] == extra:
+            return memo[2]
+        try:
+            keys = hidden_columns.hash_key_count(self._query, table_map.schema, table_map.table)
+        except pymysql.Error as exc:
+            log.warning("hash keys of %s.%s not read: %s", table_map.schema, table_map.table, exc)
+            keys = 0
+        out = hidden_columns.with_hash_columns(ts, extra) if keys == extra else ts
+        if len(self._hidden) >= 1024:
+            self._hidden.clear()
+        self._hidden[id(ts)] = (ts, extra, out)
+        return out
 
     def set_position(self, file: str, pos: int) -> None:
         """Tell the history where the parser is (the instance calls it before each event)."""

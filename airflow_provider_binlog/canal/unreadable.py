@@ -30,7 +30,13 @@ import logging
 
 from airflow_provider_binlog.binlog.client import ReplicationClient
 from airflow_provider_binlog.binlog.constants import EventFlag
-from airflow_provider_binlog.binlog.errors import ChecksumError, DecodeError, PurgedBinlogError, ServerError
+from airflow_provider_binlog.binlog.errors import (
+    ChecksumError,
+    DecodeError,
+    PurgedBinlogError,
+    SchemaMismatchDecodeError,
+    ServerError,
+)
 from airflow_provider_binlog.binlog.event import Event
 from airflow_provider_binlog.binlog.events import RotateEvent
 from airflow_provider_binlog.binlog.events_mariadb import GtidListEvent, MariadbGtidEvent
@@ -123,6 +129,15 @@ def unreadable(
             fix = (
                 "The binlog file on the source is damaged: restore it from a backup or a replica, " + _RESYNC
             )
+        elif isinstance(exc, SchemaMismatchDecodeError):
+            fix = (
+                "The binlog is not damaged: the row images carry no column names "
+                "(binlog_row_metadata=MINIMAL) and the columns known for the table differ from them. "
+                "Set binlog_row_metadata=FULL on the source (SET GLOBAL, and in its configuration), then "
+                "reload the tables with a new snapshot under a new destination "
+                "(BinlogToSparkOperator(destination=<new name>, snapshot='initial')): its binlog starts "
+                "after the change, with the names in every TABLE_MAP"
+            )
         elif exc.reason.startswith("event type "):
             fix = "Upgrade airflow-provider-binlog if a newer version decodes this event type, " + _RESYNC
         else:
@@ -143,9 +158,13 @@ def unreadable(
         position, event_type = None, None
     else:
         return None
+    handover = (
+        f" (the new destination takes over the lake tables {destination} wrote once each is handed "
+        f"over: ALTER TABLE <lake table> UNSET TBLPROPERTIES ('binlog-cdc.writer.{destination}'))"
+    )
     return UnreadableBinlogError(
         f"destination {destination}: cannot read the binlog{what}: {exc}. Nothing from there on was "
-        f"loaded and the cursor stays before it. {fix}.",
+        f"loaded and the cursor stays before it. {fix}{handover}.",
         position,
         event_type,
     )

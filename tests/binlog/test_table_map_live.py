@@ -96,3 +96,18 @@ def test_minimal_metadata_with_information_schema_resolver(mariadb_minimal: Any)
     bare = decode(None)
     assert bare[0][1]["@1"] == 4294967295 and bare[0][1]["@3"] == 4000000000
     assert bare[0][1]["@4"] == 2 and bare[0][1]["@5"] == 0b101 and bare[0][1]["@6"] == "Ça"
+
+
+def test_every_collation_id_the_server_lists_has_its_charset(mariadb: Any) -> None:
+    """The decoder's collation table against the server's own list, full names and ids included
+    (MariaDB 10.10+ UCA 14.0.0 collations: ids 2048 and up, ``utf8mb4_uca1400_ai_ci`` = 2304), so
+    a TABLE_MAP naming any of them decodes its text columns with the right codec."""
+    from airflow_provider_binlog.binlog.table_map import collation_charset
+
+    rows = mariadb.execute(
+        "SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY "
+        "UNION SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS WHERE ID IS NOT NULL"
+    )
+    wrong = {int(i): (c, collation_charset(int(i))) for i, c in rows if collation_charset(int(i)) != c}
+    assert len(rows) > 300 and not wrong, wrong
+    assert collation_charset(2304) == "utf8mb4"

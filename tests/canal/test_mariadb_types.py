@@ -127,3 +127,37 @@ def test_binlog_and_snapshot_give_the_selects_text(server: str, request: pytest.
                 assert snap[key] == img, (table, key)
     finally:
         db_server.execute(f"DROP DATABASE IF EXISTS `{database}`")
+
+
+def test_versions_recorded_before_plugin_types_get_them_on_load(mariadb: Any, database: str) -> None:
+    """A destination's history written before ``plugin_type`` existed typed UUID/INET6 as a text
+    column without collation and INET4 as an INT: loaded, those columns get the type the server has
+    for them now (a BINARY(16)/BINARY(4) column or a real INT stays as it was); saved again, the
+    versions are marked and not checked again."""
+    from airflow_provider_binlog.canal.meta.model import ClientIdentity
+    from airflow_provider_binlog.canal.schema import SchemaHistory
+
+    mariadb.execute(f"CREATE TABLE `{database}`.p ({COLUMNS}, n INT)")
+    old = [
+        {"name": "id", "type": 3, "nullable": False},
+        {"name": "u", "type": 254},  # STRING, no collation: how UUID was recorded
+        {"name": "i6", "type": 254},
+        {"name": "i4", "type": 3},  # LONG: how INET4 was recorded
+        {"name": "b16", "type": 254, "collation": 63},
+        {"name": "b4", "type": 254, "collation": 63},
+        {"name": "n", "type": 3},
+    ]
+    meta, who = MemoryMetaManager(), ClientIdentity("plugin-old")
+    key = f"schema/{database}.p"
+    meta.set_json(who, key, [{"at": [1, 4], "source": "ddl", "columns": old, "pk": ["id"]}], None)
+    history = SchemaHistory(meta, who, lambda: mariadb.connect())
+    found = history.at(database, "p", (1, 10))
+    assert found is not None and found[0] is not None
+    types = {c.name: (c.plugin_type, c.type, c.collation, c.max_length) for c in found[0].columns}
+    assert types["u"] == ("uuid", 254, 63, 16) and types["i6"] == ("inet6", 254, 63, 16), types
+    assert types["i4"] == ("inet4", 254, 63, 4), types
+    assert types["b16"][0] is None and types["n"] == (None, 3, None, None), types
+    history.record(database, "p", (1, 20), found[0], "ddl")  # saved: every version marked
+    stored = meta.get_json(who, key).value
+    assert all(v.get("plugin_types") for v in stored), stored
+    assert stored[0]["columns"][1]["plugin_type"] == "uuid"

@@ -2,7 +2,14 @@
 
 A generated corpus of ``CREATE``/``ALTER`` statements (column types with their options and defaults,
 identifiers in other cases, quoted and unicode, primary and unique keys, generated and invisible
-columns, ``LIKE``, table options, comments) runs on the test MariaDB. After each statement a row
+columns, ``LIKE``, table options, comments), and the forms of :func:`_forms` (partitions,
+``CREATE ... SELECT``, ``LIKE`` of a partitioned table, defaults of every literal kind, stored and
+persistent generated columns, hash-enforced unique keys, ``IF [NOT] EXISTS`` clauses, MySQL syntax
+variants MariaDB accepts, other engines, ``CREATE OR REPLACE``) run on the test MariaDB.
+``WITH SYSTEM VERSIONING`` is not in the corpus: it stops a run (``canal/operations.py``,
+``tests/airflow/test_remedies.py::test_a_system_versioned_table_stops_then_exclude``). Column
+defaults are not compared: the decoded schema carries none (a default matters to the lake only as
+an ``ADD COLUMN``'s fill, which ``tests/canal/test_operations.py`` checks). After each statement a row
 is written to the table, and ``information_schema`` is read. Then the binlog is read from before
 the corpus through the canal instance: the schema each row was decoded with (with MINIMAL metadata
 the schema history's, from the DDL in the stream) must say what ``information_schema`` said after
@@ -71,7 +78,7 @@ def _column(rnd: random.Random) -> str:
     return rnd.choice(_TYPES) + rnd.choice(_OPTIONS)
 
 
-def _corpus(db: str, seed: int = 42) -> list[tuple[str, str]]:
+def _corpus(db: str, seed: int = 42, hash_keys_change: bool = True) -> list[tuple[str, str]]:
     """``(table, statement)`` pairs: each table is created, then altered a few times."""
     rnd = random.Random(seed)
     out: list[tuple[str, str]] = []
@@ -119,9 +126,8 @@ def _corpus(db: str, seed: int = 42) -> list[tuple[str, str]]:
             out.append((table, f"ALTER TABLE `{db}`.{table} {alter}"))
         if t % 5 == 0:
             out.append((f"{table}_like", f"CREATE TABLE `{db}`.{table}_like LIKE `{db}`.{table}"))
-    # inline keys; not a UNIQUE key on a whole TEXT/BLOB column: the server adds a hidden
-    # DB_ROW_HASH_n column to its row images, which the schema history does not model (with MINIMAL
-    # metadata the TABLE_MAP's column count then differs and decoding stops with an error)
+    # inline keys (UNIQUE keys on whole TEXT/BLOB columns, with their hidden DB_ROW_HASH_n
+    # columns: see _forms)
     out.append(
         ("tu", f"CREATE TABLE `{db}`.tu (Id INT NULL UNIQUE, k VARCHAR(5) NOT NULL UNIQUE KEY, v INT)")
     )
@@ -146,7 +152,105 @@ def _corpus(db: str, seed: int = 42) -> list[tuple[str, str]]:
     out.append(("f", f"ALTER TABLE `{db}`.f MODIFY b INT NOT NULL"))  # ub is first: b
     out.append(("f", f"ALTER TABLE `{db}`.f ADD KEY plain (a), MODIFY a INT NOT NULL"))
     out.append(("f", f"ALTER TABLE `{db}`.f DROP INDEX ub"))
-    return out
+    return out + _forms(db, hash_keys_change)
+
+
+_FORM_TABLES = {
+    "pr",
+    "pr_like",
+    "ph",
+    "pl",
+    "pk",
+    "cs",
+    "cs2",
+    "cs3",
+    "df",
+    "gc",
+    "hu",
+    "hk",
+    "sy",
+    "ma",
+    "cr",
+}
+
+
+def _forms(db: str, hash_keys_change: bool) -> list[tuple[str, str]]:
+    """Statement forms the generator does not make: partitions, ``CREATE ... SELECT``, ``LIKE`` of a
+    partitioned table, defaults of every literal kind, stored/persistent generated and invisible
+    columns, UNIQUE keys MariaDB enforces with a hidden hash column, system versioning, and MySQL
+    and MariaDB syntax variants (``IF [NOT] EXISTS``, parenthesized ``ADD``, ``ALGORITHM``/``LOCK``,
+    ``ONLINE``/``IGNORE``, table options)."""
+    q = f"`{db}`"
+    return [
+        (t, sql.format(d=q))
+        for t, sql in [
+            ("pr", "CREATE TABLE {d}.pr (id INT NOT NULL, d DATE NOT NULL DEFAULT '1999-01-01', "
+                   "v VARCHAR(10), "
+                   "PRIMARY KEY (id, d)) PARTITION BY RANGE (YEAR(d)) (PARTITION p0 VALUES LESS THAN (2000), "
+                   "PARTITION p1 VALUES LESS THAN MAXVALUE)"),
+            ("pr", "ALTER TABLE {d}.pr ADD COLUMN w INT UNSIGNED AFTER id"),
+            ("pr", "ALTER TABLE {d}.pr REORGANIZE PARTITION p1 INTO (PARTITION p1 VALUES LESS THAN (2030), "
+                   "PARTITION p2 VALUES LESS THAN MAXVALUE)"),
+            ("pr_like", "CREATE TABLE {d}.pr_like LIKE {d}.pr"),
+            ("pr", "ALTER TABLE {d}.pr REMOVE PARTITIONING"),
+            ("ph", "CREATE TABLE {d}.ph (id INT PRIMARY KEY, v BIGINT) PARTITION BY HASH (id) PARTITIONS 3"),
+            ("ph", "ALTER TABLE {d}.ph PARTITION BY KEY (id) PARTITIONS 2"),
+            ("ph", "ALTER TABLE {d}.ph COALESCE PARTITION 1"),
+            ("pl", "CREATE TABLE {d}.pl (id INT NOT NULL, c CHAR(2) NOT NULL DEFAULT 'a', "
+                   "PRIMARY KEY (id, c)) PARTITION BY LIST COLUMNS (c) (PARTITION pa VALUES IN ('a', 'b'), "
+                   "PARTITION pz VALUES IN ('z'))"),
+            ("pk", "CREATE TABLE {d}.pk (id INT PRIMARY KEY, t TINYTEXT) PARTITION BY KEY () PARTITIONS 2"),
+            ("cs", "CREATE TABLE {d}.cs SELECT 1 AS id, 'x' AS b, CAST(2.5 AS DECIMAL(4,2)) AS c"),
+            ("cs2", "CREATE TABLE {d}.cs2 (id INT PRIMARY KEY, z INT DEFAULT 4) SELECT 2 AS id, 'yy' AS b"),
+            ("cs2", "ALTER TABLE {d}.cs2 ADD COLUMN w VARCHAR(3) CHARACTER SET latin1 FIRST"),
+            ("cs3", "CREATE TABLE IF NOT EXISTS {d}.cs3 AS SELECT * FROM {d}.ph"),
+            ("df", "CREATE TABLE {d}.df (id INT PRIMARY KEY DEFAULT 1, b BIT(3) DEFAULT b'101', "
+                   "x VARBINARY(4) DEFAULT x'41', n DECIMAL(5,2) DEFAULT -1.5, s VARCHAR(9) DEFAULT 'it''s', "
+                   "u CHAR(36) DEFAULT (UUID()), ts TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) "
+                   "ON UPDATE CURRENT_TIMESTAMP(3), dt DATETIME DEFAULT '2020-01-02 03:04:05', "
+                   "e ENUM('p','q') DEFAULT 'q', "
+                   "f DOUBLE DEFAULT 1e3, y YEAR DEFAULT 2024)"),
+            ("df", "ALTER TABLE {d}.df ALTER COLUMN s DROP DEFAULT, ALTER n SET DEFAULT 2, "
+                   "MODIFY COLUMN f FLOAT DEFAULT 0"),
+            ("gc", "CREATE TABLE {d}.gc (id INT PRIMARY KEY, a INT DEFAULT 2, g INT AS (a * 2) STORED, "
+                   "g2 VARCHAR(10) GENERATED ALWAYS AS (CONCAT('a', id)) VIRTUAL, g3 BIGINT AS (a + id) "
+                   "PERSISTENT, h INT INVISIBLE DEFAULT 3)"),
+            ("gc", "ALTER TABLE {d}.gc ADD COLUMN i2 INT INVISIBLE FIRST, MODIFY h INT DEFAULT 5"),
+            ("gc", "ALTER TABLE {d}.gc DROP COLUMN g, ADD g4 DATE AS (FROM_DAYS(id + 700000)) VIRTUAL"),
+            ("hu", "CREATE TABLE {d}.hu (id INT PRIMARY KEY, t TEXT, b BLOB, "
+                   "v VARCHAR(3000) CHARACTER SET utf8mb4, "
+                   "UNIQUE KEY ut (t), UNIQUE (b(10)), UNIQUE KEY uv (v))"),
+            ("hu", "ALTER TABLE {d}.hu ADD COLUMN m MEDIUMTEXT, DROP INDEX ut, ADD UNIQUE KEY um (m)"),
+            *(
+                [("hk", "CREATE TABLE {d}.hk (id INT PRIMARY KEY, t TEXT, UNIQUE KEY ut (t))"),
+                 ("hk", "ALTER TABLE {d}.hk ADD UNIQUE KEY ux (id, t) USING HASH")]
+                # with MINIMAL metadata the hidden hash columns are matched by the server's HASH
+                # keys now: once their number changed, the older row images stop decoding with a
+                # clear stop (tests/airflow/test_remedies.py takes its remedy)
+                if hash_keys_change else []
+            ),
+            # not here: WITH SYSTEM VERSIONING (the row images carry the hidden row_start/row_end and
+            # history rows, keyed by (id, row_end)): see test_system_versioning_is_a_clear_stop
+            ("sy", "CREATE TABLE {d}.sy (id INT NOT NULL, a INT, PRIMARY KEY (id)) ENGINE=InnoDB "
+                   "AUTO_INCREMENT=5 MAX_ROWS=100 STATS_SAMPLE_PAGES=5 PACK_KEYS=1"),
+            ("sy", "ALTER TABLE {d}.sy ADD COLUMN (b INT UNSIGNED, c VARCHAR(4) CHARSET ascii)"),
+            ("sy", "ALTER TABLE {d}.sy ADD d TINYINT FIRST, ALGORITHM=INPLACE, LOCK=NONE"),
+            ("sy", "ALTER ONLINE TABLE {d}.sy CHANGE COLUMN d d2 TINYINT, ADD COLUMN o INT"),
+            ("sy", "ALTER IGNORE TABLE {d}.sy MODIFY COLUMN a BIGINT NOT NULL"),
+            ("sy", "ALTER TABLE {d}.sy ADD COLUMN IF NOT EXISTS a INT, ADD COLUMN IF NOT EXISTS e DATE"),
+            ("sy", "ALTER TABLE {d}.sy DROP COLUMN IF EXISTS nope, MODIFY IF EXISTS e DATETIME(2)"),
+            ("sy", "ALTER TABLE {d}.sy MAX_ROWS=200, STATS_AUTO_RECALC=0"),
+            ("sy", "ALTER TABLE {d}.sy CHARACTER SET latin1"),
+            ("sy", "ALTER TABLE {d}.sy ADD COLUMN f VARCHAR(3)"),
+            ("sy", "ALTER TABLE {d}.sy CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"),
+            ("sy", "ALTER TABLE {d}.sy RENAME COLUMN f TO `F é`, ADD KEY k (a)"),
+            ("sy", "ALTER TABLE {d}.sy ENGINE=InnoDB, FORCE"),
+            ("ma", "CREATE TABLE {d}.ma (id INT PRIMARY KEY, v INT) ENGINE=MyISAM"),
+            ("ma", "ALTER TABLE {d}.ma ENGINE=Aria TRANSACTIONAL=1, ADD COLUMN w INT"),
+            ("cr", "CREATE OR REPLACE TABLE {d}.cr (id INT PRIMARY KEY)"),
+            ("cr", "CREATE OR REPLACE TABLE {d}.cr (id BIGINT PRIMARY KEY, v TEXT)"),
+        ]
+    ]  # fmt: skip
 
 
 def _server_view(conn: Any, db: str, table: str) -> dict[str, Any]:
@@ -234,7 +338,7 @@ def test_schema_history_agrees_with_information_schema(server: Any) -> None:
     conn.autocommit(True)
     start = head(server)
     expected: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    corpus = _corpus(db)
+    corpus = _corpus(db, hash_keys_change=server.row_metadata == "FULL")
     rejected = no_row = 0
     try:
         with conn.cursor() as cur:
@@ -242,9 +346,17 @@ def test_schema_history_agrees_with_information_schema(server: Any) -> None:
             for table, statement in corpus:
                 try:
                     cur.execute(statement)
-                except pymysql.MySQLError:
+                except pymysql.MySQLError as exc:
                     rejected += 1  # the server refused it: nothing to follow
+                    if table in _FORM_TABLES:
+                        print("refused:", statement[:90], exc)
                     continue
+                written = 0
+                if " SELECT " in statement:  # CREATE ... SELECT: its own rows are in the binlog too
+                    cur.execute(f"SELECT COUNT(*) FROM `{db}`.`{table}`")
+                    written = cur.fetchone()[0]
+                    view = _server_view(conn, db, table)
+                    expected.setdefault(table, []).extend([(statement, view)] * written)
                 cur.execute(f"DELETE FROM `{db}`.`{table}`")
                 try:
                     cur.execute(f"INSERT INTO `{db}`.`{table}` () VALUES ()")

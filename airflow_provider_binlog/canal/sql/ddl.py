@@ -19,7 +19,7 @@ schema history then falls back to ``information_schema`` for that table (see :mo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from airflow_provider_binlog.canal.sql import partitions
 from airflow_provider_binlog.canal.sql.partitions import PartitionClause, Partitioning
@@ -131,6 +131,9 @@ class AlterOp:
     columns: tuple[str, ...] = ()
     part: PartitionClause | None = None
     key: KeySpec | None = None
+    if_exists: bool = False
+    """``ADD COLUMN IF NOT EXISTS`` / ``DROP|MODIFY|CHANGE [COLUMN] IF EXISTS`` (MariaDB): the clause
+    does nothing when the column is already there / not there."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,9 @@ class DdlStatement:
     """ALTER TABLE: the statement mentions partitions in a way not read as a partition clause."""
     unique_keys: tuple[KeySpec, ...] = ()
     """CREATE TABLE: its unique keys (inline ones included), as written."""
+    versioning: bool = False
+    """``WITH SYSTEM VERSIONING`` (CREATE, or a column's) / ``ADD SYSTEM VERSIONING`` (ALTER,
+    MariaDB): the table keeps history rows, which its row events carry."""
 
 
 _DDL_START = re.compile(
@@ -540,7 +546,8 @@ def _alter(p: _P) -> DdlStatement:
         if u == "ADD":
             p.i += 1
             p.eat("COLUMN")
-            if p.eat("IF"):
+            guarded = p.eat("IF")
+            if guarded:
                 p.eat("NOT")
                 p.eat("EXISTS")
             u2 = p.up()
@@ -589,7 +596,7 @@ def _alter(p: _P) -> DdlStatement:
                 name = p.ident()
                 spec = p.column_spec(name)
                 first, after = _placement(p)
-                ops.append(AlterOp("add", name, spec, first=first, after=after))
+                ops.append(AlterOp("add", name, spec, first=first, after=after, if_exists=guarded))
                 ops.extend(_inline_keys(spec))
         elif u == "DROP":
             p.i += 1
@@ -610,30 +617,35 @@ def _alter(p: _P) -> DdlStatement:
                 p.skip_clause()
             else:
                 p.eat("COLUMN")
-                if p.eat("IF"):
+                guarded = p.eat("IF")
+                if guarded:
                     p.eat("EXISTS")
-                ops.append(AlterOp("drop", p.ident()))
+                ops.append(AlterOp("drop", p.ident(), if_exists=guarded))
                 p.skip_clause()
         elif u == "MODIFY":
             p.i += 1
             p.eat("COLUMN")
-            if p.eat("IF"):
+            guarded = p.eat("IF")
+            if guarded:
                 p.eat("EXISTS")
             name = p.ident()
             spec = p.column_spec(name)
             first, after = _placement(p)
-            ops.append(AlterOp("modify", name, spec, first=first, after=after))
+            ops.append(AlterOp("modify", name, spec, first=first, after=after, if_exists=guarded))
             ops.extend(_inline_keys(spec))
         elif u == "CHANGE":
             p.i += 1
             p.eat("COLUMN")
-            if p.eat("IF"):
+            guarded = p.eat("IF")
+            if guarded:
                 p.eat("EXISTS")
             old = p.ident()
             new = p.ident()
             spec = p.column_spec(new)
             first, after = _placement(p)
-            ops.append(AlterOp("change", old, spec, new_name=new, first=first, after=after))
+            ops.append(
+                AlterOp("change", old, spec, new_name=new, first=first, after=after, if_exists=guarded)
+            )
             ops.extend(_inline_keys(spec))
         elif u == "RENAME":
             p.i += 1
@@ -689,7 +701,7 @@ def _alter(p: _P) -> DdlStatement:
         elif u in ("ALGORITHM", "LOCK", "ENGINE", "ROW_FORMAT", "COMMENT", "AUTO_INCREMENT", "FORCE",
                    "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "CONVERT", "ORDER", "KEY_BLOCK_SIZE",
                    "STATS_PERSISTENT", "PACK_KEYS", "CHECKSUM", "DISABLE", "ENABLE", "WAIT", "NOWAIT",
-                   "ADD_COLUMN"):  # fmt: skip
+                   "ADD_COLUMN", *_ROW_NEUTRAL_OPTIONS):  # fmt: skip
             if u == "CONVERT":
                 complete = False  # a CONVERT clause not read above
             p.skip_clause()
@@ -721,6 +733,15 @@ _PARTITION_VERBS = {
 }  # fmt: skip
 
 
+_ROW_NEUTRAL_OPTIONS = (
+    "MAX_ROWS", "MIN_ROWS", "AVG_ROW_LENGTH", "STATS_SAMPLE_PAGES", "STATS_AUTO_RECALC",
+    "DELAY_KEY_WRITE", "ENCRYPTED", "ENCRYPTION_KEY_ID", "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL",
+    "PAGE_CHECKSUM", "TABLE_CHECKSUM", "TRANSACTIONAL", "COMPRESSION", "ENCRYPTION", "IETF_QUOTES",
+)  # fmt: skip
+"""ALTER TABLE options that change how rows are stored, never which rows or columns there are
+(``UNION``, ``INSERT_METHOD``, ``SEQUENCE``, ``ENGINE`` of another kind are not among them)."""
+
+
 def _partition(p: _P, verb: str) -> AlterOp:
     """A partition clause (they stand alone: read to the statement's end)."""
     return AlterOp("partition", verb, part=partitions.parse_alter_partition(p, verb))
@@ -743,6 +764,16 @@ def _placement(p: _P) -> tuple[bool, str | None]:
     return False, None
 
 
+def _versioned(stmt: DdlStatement, tokens: list[Tok]) -> DdlStatement:
+    """``stmt`` marked :attr:`DdlStatement.versioning` when its words hold ``WITH``/``ADD SYSTEM
+    VERSIONING``."""
+    words = [t.text.upper() if t.kind == "id" else "" for t in tokens]
+    for i in range(len(words) - 2):
+        if words[i] in ("WITH", "ADD") and words[i + 1] == "SYSTEM" and words[i + 2] == "VERSIONING":
+            return replace(stmt, versioning=True)
+    return stmt
+
+
 def parse_ddl(sql: str, default_schema: str = "") -> DdlStatement | None:
     """Classify a statement; ``None`` when it is not DDL (BEGIN, COMMIT, DML, SAVEPOINT...).
 
@@ -760,9 +791,9 @@ def parse_ddl(sql: str, default_schema: str = "") -> DdlStatement | None:
             p.eat("REPLACE")
             if p.up() in _NOT_DDL_CREATE and p.up() != "OR":
                 return DdlStatement("other")
-            return _create(p)
+            return _versioned(_create(p), p.t)
         if verb == "ALTER":
-            return _alter(p)
+            return _versioned(_alter(p), p.t)
         if verb == "DROP":
             p.eat("TEMPORARY")
             if not p.eat("TABLE", "TABLES"):

@@ -542,6 +542,8 @@ def classify(
     if stmt is None:
         return [Operation("unknown", exact=False, reason="a statement that is not DDL")]
     kind = stmt.kind
+    if stmt.versioning:
+        return [SYSTEM_VERSIONING]
     if kind == "truncate":
         return [Operation("truncate")]
     if kind == "drop":
@@ -569,6 +571,11 @@ def classify(
         if clause.op == "partition":
             ops.append(_partition_clause(clause, table, before))
             continue
+        guarded = (
+            clause.if_exists and columns is not None and clause.op in ("add", "drop", "modify", "change")
+        )
+        if guarded and (clause.name.lower() in columns) == (clause.op == "add"):  # type: ignore[operator]
+            continue  # IF [NOT] EXISTS: the server did nothing for this clause
         ops.append(_alter_clause(clause, columns, after, policy))
         if columns is not None:
             _track(columns, clause, after)
@@ -785,7 +792,12 @@ def stop_error(
             )
         return ResnapshotNeeded(table, statement, position, remedy, f"needs a re-snapshot ({why})", target)
     options = f'on_schema_change={{"{op.kind}": "evolve"}}' if op.exact else None
-    if op.kind == "unknown":
+    if op.kind == SYSTEM_VERSIONING.kind:
+        remedy = (
+            "exclude the table from the routes (exclude=), or drop its versioning on the source "
+            f"(ALTER TABLE {table} DROP SYSTEM VERSIONING) and then re-snapshot it ({resnapshot})"
+        )
+    elif op.kind == "unknown":
         remedy = (
             f"this statement is not understood here, so its effect on the lake cannot be known: "
             f"re-snapshot the table ({resnapshot}), or exclude it from the routes (exclude=)"
@@ -798,6 +810,17 @@ def stop_error(
             f'on_schema_change={{"{op.kind}": "resnapshot"}} to have the run ask for it'
         )
     return SourceOperationError(table, statement, position, remedy, f"stopped at {why}", target)
+
+
+SYSTEM_VERSIONING = Operation(
+    "system_versioning",
+    exact=False,
+    reason="WITH SYSTEM VERSIONING: every later update and delete of the table also writes a history "
+    "row (its row images carry the hidden row_start/row_end), which the lake would hold as rows of "
+    "the table although the source's SELECT does not show them",
+)
+"""A table made system-versioned (MariaDB): not an operation class one can choose for; it always
+stops (:meth:`Policy.verdict` of a kind without a choice is ``fail``)."""
 
 
 # ---- statement-format DML ------------------------------------------------------------------------

@@ -184,7 +184,9 @@ class DdlActions:
             if old is not None and new is not None:
                 raise LakeError(
                     f"cannot rename column {action.old!r} of {target} to {action.new!r}: the lake table "
-                    "has both; drop one of them (the source holds the values under the new name)"
+                    f"has both (a lake column {new!r} kept from before); drop the lake column {new!r} "
+                    f"(ALTER TABLE {target} DROP COLUMN {quote(new)}) and run again: the rename then "
+                    f"carries {action.old!r}'s values to it, as the source holds them"
                 )
             if old is not None:
                 sql(f"ALTER TABLE {target} RENAME COLUMN {quote(old)} TO {quote(action.new)}")

@@ -324,25 +324,31 @@ def source_columns(conn: Any, schema: str, table: str) -> tuple[list[SourceColum
 
 
 def unique_keys(conn: Any, schema: str, table: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
-    """The table's unique keys other than the primary key, in index-name order:
-    ``(index name, columns, nullable columns)``."""
+    """The table's unique keys other than the declared primary key, in the server's key order (the
+    order ``STATISTICS`` lists them in: a key the server made the primary key, for want of a declared
+    one, first): ``(index name, columns, nullable columns)``."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE FROM information_schema.STATISTICS s "
-            "JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA "
-            "AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME "
-            "WHERE s.TABLE_SCHEMA = %s AND s.TABLE_NAME = %s AND s.NON_UNIQUE = 0 "
-            "AND s.INDEX_NAME <> 'PRIMARY' ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX",
+            "SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'",
             (schema, table),
         )
         rows = cur.fetchall()
-    found: dict[str, tuple[list[str], list[str]]] = {}
-    for index, column, nullable in rows:
-        cols, nulls = found.setdefault(str(index), ([], []))
-        cols.append(str(column))
-        if str(nullable).upper() == "YES":
-            nulls.append(str(column))
-    return [(name, tuple(c), tuple(n)) for name, (c, n) in found.items()]
+        cur.execute(
+            "SELECT COLUMN_NAME, IS_NULLABLE, COLUMN_KEY FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (schema, table),
+        )
+        described = {
+            str(n): (str(nullable).upper() == "YES", str(k).upper() == "PRI") for n, nullable, k in cur
+        }
+    parts: dict[str, list[tuple[int, str]]] = {}
+    for index, column, seq in rows:
+        parts.setdefault(str(index), []).append((int(seq), str(column)))
+    keys = [(name, tuple(c for _, c in sorted(p))) for name, p in parts.items()]
+    chosen = {n for n, (_, pri) in described.items() if pri}
+    keys.sort(key=lambda k: not (chosen and set(k[1]) == chosen))  # the server's choice first
+    return [(name, cols, tuple(c for c in cols if described.get(c, (True, False))[0])) for name, cols in keys]
 
 
 def choose_key(

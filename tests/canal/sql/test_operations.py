@@ -173,3 +173,21 @@ def test_policy_and_errors() -> None:
     assert type(again) is ops.ResnapshotNeeded and str(again) == text
     fail = ops.stop_error("fail", ops.Operation("add_column", ()), "s.t", "ALTER", pos, "d", None)
     assert type(fail) is ops.SourceOperationError and 'on_schema_change={"add_column": "evolve"}' in str(fail)
+
+
+def test_system_versioning_always_stops_and_says_why() -> None:
+    """``WITH``/``ADD SYSTEM VERSIONING``: the table's row events then carry history rows; whatever
+    the policy, the run stops, naming exclude= and dropping the versioning."""
+    for sql in ("CREATE TABLE t (id INT PRIMARY KEY, a INT) WITH SYSTEM VERSIONING",
+                "ALTER TABLE t ADD SYSTEM VERSIONING",
+                "CREATE TABLE t (id INT PRIMARY KEY, a INT WITH SYSTEM VERSIONING)"):  # fmt: skip
+        for policy in (None, "evolve", {"unknown": "resnapshot"}):
+            verdict, found = _classify(sql, BEFORE, policy)
+            assert verdict == "fail" and found == [ops.SYSTEM_VERSIONING], (sql, policy)
+    assert (
+        _classify("CREATE TABLE t (id INT PRIMARY KEY, a INT WITHOUT SYSTEM VERSIONING)", BEFORE)[0] != "fail"
+    )
+    err = ops.stop_error("fail", ops.SYSTEM_VERSIONING, "s.t", "ALTER TABLE t ADD SYSTEM VERSIONING",
+                         BinlogPosition("mysql-bin.000002", 99), "d", "lake.s.t")  # fmt: skip
+    assert "history row" in str(err) and "exclude the table from the routes (exclude=)" in str(err)
+    assert "mysql-bin.000002:99" in str(err) and "s.t" in str(err)
