@@ -9,6 +9,10 @@ one whose write loses reports nothing) and a restart goes on from the watermark:
     /otter/canal/destinations/{destination}/{clientId}/provider/watch/{name}
         JSON {"from": "file:pos", "to": "file:pos", "counts": {"schema.table": n}, "reported": iso}
 
+A destination without a cursor gets its start pinned as the cursor (as the sensor does), and that
+first poll reports a range even when it holds no change (``first: true``), so the load's first run,
+and its initial snapshot, do not wait for a change.
+
 Coalescing: one poll reports at most one range, however many transactions it holds; while a run
 of the load holds the destination (its ``running`` node exists) nothing is reported, so commits
 made during a load give at most one range after it, and none when the load read them all (the
@@ -102,6 +106,7 @@ class Report:
     range: ChangeRange
     after: str | None
     version: Any
+    first: bool = False
 
     def payload(self, destination: str, name: str) -> dict[str, Any]:
         return {
@@ -114,6 +119,7 @@ class Report:
             "counts": dict(sorted(self.range.counts.items())),
             "changes": self.range.changes,
             "transactions": self.range.transactions,
+            "first": self.first,
         }
 
 
@@ -151,24 +157,29 @@ class Watcher:
         new, or a run holds the destination."""
         if self.held_by() is not None:
             return None
+        meta, identity = self.instance.meta, self.instance.identity
+        new = meta.get_cursor(identity).value is None
         point = self.instance.pin_start()  # as the sensor: the load starts where this counts from
+        new = new and meta.get_cursor(identity).value is not None
         mark, version = self.watermark()
         to = BinlogPosition.parse(mark["to"]) if mark and mark.get("to") else None
         start = read_from(point, to, self._scanned)
         head = self.instance.client.head_position()
-        if start.position is not None and start.position >= head:
-            return None
-        scanner = side_client(self.instance.client)
-        with scanner.dump(
-            start.position, gtid=None if start.position else start.gtid, stop_at=head
-        ) as stream:
-            found = fold(committed(stream, self.instance.config.filter, start.skip_through))
+        found = None
+        if start.position is None or start.position < head:
+            scanner = side_client(self.instance.client)
+            with scanner.dump(
+                start.position, gtid=None if start.position else start.gtid, stop_at=head
+            ) as stream:
+                found = fold(committed(stream, self.instance.config.filter, start.skip_through))
         self._scanned = head
+        after = to or point.position
+        if found is None and new and point.position is not None:
+            # the destination's first run: its initial snapshot should not wait for a change
+            found = ChangeRange(str(point.position), str(point.position))
         if found is None:
             return None
-        return Report(
-            found, str(to) if to else (str(point.position) if point.position else point.gtid), version
-        )
+        return Report(found, str(after) if after else point.gtid, version, first=new)
 
     def commit(self, report: Report) -> bool:
         """Move the watermark to the range's end (compare-and-set); ``False`` when another watcher

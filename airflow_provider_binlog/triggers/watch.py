@@ -8,13 +8,14 @@
 
 It fires one :class:`~airflow.triggers.base.TriggerEvent` per new range of committed matching
 changes (payload: ``from``/``to`` positions, ``after`` (where the range starts from), ``tables``,
-``counts`` per table, ``changes``, ``transactions``) and never again for that range: the watermark is
-kept in the destination's meta store (:mod:`~..canal.watch`), so a triggerer restart goes on where
-it stopped. Every ``poll_interval`` seconds a bounded scan reads the binlog from the later of the
-destination's cursor and the watermark (within one trigger run, from where the last scan ended) up
-to the head at the poll; nothing is reported while a run of the load holds the destination, so a
-burst of commits during a load gives at most one more range. With ``max_active_runs=1`` the
-scheduler also folds events that arrive while a run is queued into its next run.
+``counts`` per table, ``changes``, ``transactions``, ``first``: the destination had no cursor yet)
+and never again for that range: the watermark is kept in the destination's meta store
+(:mod:`~..canal.watch`), so a triggerer restart goes on where it stopped. Every ``poll_interval``
+seconds a bounded scan reads the binlog from the later of the destination's cursor and the watermark
+(within one trigger run, from where the last scan ended) up to the head at the poll; nothing is
+reported while a run of the load holds the destination, so a burst of commits during a load gives at
+most one more range. With ``max_active_runs=1`` the scheduler also folds events that arrive while a
+run is queued into its next run.
 
 The trigger keeps one meta store client (one ZooKeeper session) for its lifetime, not one per poll.
 A failed poll (source or ZooKeeper down) is logged and retried at the next one.

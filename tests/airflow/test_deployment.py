@@ -3,7 +3,8 @@ the LocalExecutor, dag-processor, triggerer), on a source that already has rows.
 
 One deployment per way a destination starts on existing rows: ``stream`` (``start_from`` the binlog
 point before the schema's creation) and ``initial`` (``snapshot="initial"``, the README's sensor +
-load). The incremental DAG (deferrable sensor + load) is unpaused: the scheduler starts its
+load). The event-driven DAG (an asset watcher's :class:`BinlogWatchTrigger` starts the load) shares the
+``stream`` deployment. The incremental DAG (deferrable sensor + load) is unpaused: the scheduler starts its
 scheduled run, then runs are triggered with DML between them and one without (an idle
 interval: the sensor times out in the triggerer and is skipped, the run succeeds). After every run
 the lake is compared with the source value by value; the consumer DAG scheduled on the orders
@@ -13,6 +14,8 @@ then rebuilds the tables as of a past position under its own destination.
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +43,9 @@ INCREMENTAL = "example_binlog_incremental"
 CONSUMER = "example_binlog_lake_consumer"
 BACKFILL = "example_binlog_backfill"
 SHARDS = "example_binlog_shards_mapped"
+ON_CHANGE = "example_binlog_on_change"
+ON_CHANGE_TABLES = {f"shop.{t}": f"lake.shop_on_change.{t}" for t in ("customers", "products", "orders")}
+WATCH_POLL = 2  # seconds between the asset watcher's polls
 SHARD_CONNS = ("mysql_shard_0", "mysql_shard_1", "mysql_shard_2")
 SHARD_DB = "deployment_shards"
 SHARD_COLUMNS = ("id", "customer", "amount", "note", "updated")
@@ -94,6 +100,7 @@ def deployed(
         "BINLOG_CDC_SPARK_MASTER": "local[2]",
         "BINLOG_CDC_DEFERRABLE": "1",
         "BINLOG_CDC_WAIT_TIMEOUT": str(WAIT_TIMEOUT),
+        "BINLOG_CDC_WATCH_POLL": str(WATCH_POLL),
         "BINLOG_CDC_SHARD_CONNS": ",".join(SHARD_CONNS),
         "BINLOG_CDC_SHARD_SOURCE": f"{SHARD_DB}.orders",
         **{
@@ -107,7 +114,7 @@ def deployed(
     dep = AirflowDeployment.create(home, airflow_migrated_db, env)  # no earlier test's runs
     try:
         dep.start()
-        dep.wait_parsed([INCREMENTAL, CONSUMER, BACKFILL, SHARDS])
+        dep.wait_parsed([INCREMENTAL, CONSUMER, BACKFILL, SHARDS, ON_CHANGE])
         yield Deployed(dep, shop, mode)
     except BaseException:
         print(dep.describe())
@@ -265,3 +272,67 @@ def test_deployment_shards_mapped_dag(
             w.stop()
         for server in shard_servers:
             server.execute(f"DROP DATABASE IF EXISTS `{SHARD_DB}`")
+
+
+def _queued_at(dep: AirflowDeployment, dag_id: str) -> dict[str, dt.datetime]:
+    """``{run_id: queued_at}`` of every run of ``dag_id`` (UTC)."""
+    out = {}
+    for run_id, queued in dep.query("SELECT run_id, queued_at FROM dag_run WHERE dag_id = ?", (dag_id,)):
+        at = dt.datetime.fromisoformat(str(queued))
+        out[run_id] = at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+    return out
+
+
+def _new_runs(dep: AirflowDeployment, known: set[str], seconds: float) -> set[str]:
+    """The runs of the event-driven DAG started within ``seconds`` (waited in full) besides ``known``."""
+    time.sleep(seconds)
+    return set(dep.runs(ON_CHANGE)) - known
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("deployed", ["stream"], indirect=True)  # one deployment is enough
+def test_deployment_asset_watcher_starts_the_load_on_commits(
+    deployed: Deployed, mariadb: MariaDbServer, spark: Any
+) -> None:
+    """The asset watcher's trigger starts the load: its first run (the destination had no cursor),
+    a commit (the commit-to-run latency is printed), a burst of ten commits while a load runs (at
+    most one more run), a commit while the triggerer is down (one run after its restart) and then
+    no change (no run: the restart repeated nothing); the lake equals the source after each."""
+    dep, shop = deployed.dep, deployed.shop
+    dep.unpause(ON_CHANGE)
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=1)  # the first poll: no cursor yet, one run
+    assert all(kind == "asset_triggered" for kind, _ in runs.values()), runs
+    _assert_lake_equal(mariadb, spark, dep, "the watcher's first run", ON_CHANGE_TABLES)
+
+    known = set(runs)
+    shop.changes(20)
+    committed = dt.datetime.now(dt.timezone.utc)
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=len(known) + 1)
+    (new,) = set(runs) - known
+    latency = (_queued_at(dep, ON_CHANGE)[new] - committed).total_seconds()
+    print(f"asset watcher: commit to queued run {latency:.1f} s (poll interval {WATCH_POLL} s)")
+    _assert_lake_equal(mariadb, spark, dep, f"the run {new} a commit started", ON_CHANGE_TABLES)
+
+    known = set(runs)
+    shop.changes(1)  # a load starts; ten commits while it runs
+    dep._wait(lambda: set(dep.runs(ON_CHANGE)) - known, 300, "a run for the commit", every=1)
+    (loading,) = set(dep.runs(ON_CHANGE)) - known
+    dep._wait(
+        lambda: dep.task_states(ON_CHANGE, loading).get("merge_into_lake") == "running", 300,
+        "the load to run", every=1,
+    )  # fmt: skip
+    for _ in range(10):
+        shop.changes(1)
+    _wait_all_green(dep, ON_CHANGE, at_least=len(known) + 1)
+    time.sleep(5 * WATCH_POLL)  # a follow-up run, if any, is queued by then
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=len(known) + 1)
+    burst = set(runs) - known
+    assert 1 <= len(burst) <= 2, f"one commit and a burst of ten during its load started {sorted(burst)}"
+    _assert_lake_equal(mariadb, spark, dep, "the burst", ON_CHANGE_TABLES)
+
+    dep.stop_component("triggerer")
+    shop.changes(5)  # committed while no triggerer runs
+    dep.start_component("triggerer")
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=len(runs) + 1)
+    assert not _new_runs(dep, set(runs), 30), "a run without a change after the triggerer's restart"
+    _assert_lake_equal(mariadb, spark, dep, "the triggerer's restart", ON_CHANGE_TABLES)
