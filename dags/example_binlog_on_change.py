@@ -3,7 +3,7 @@
 The asset ``binlog-cdc://shop_on_change`` is watched by :class:`BinlogWatchTrigger` in the
 triggerer: every ``BINLOG_CDC_WATCH_POLL`` seconds (default 30) it looks for committed changes of
 the routed tables after the destination's cursor and what it reported last, and fires one asset
-event per new range (``from``/``to`` positions, per-table counts in the event's ``extra``), which
+event per new range (``from``/``to`` positions, per-table counts in the event's ``extra["payload"]``), which
 starts this DAG. Commits made while a load runs give at most one more run (``max_active_runs=1``;
 the watcher reports nothing while the load holds the destination). A destination without a cursor
 runs once at once (its ``snapshot="initial"``, if set, then loads the rows already there).
