@@ -50,20 +50,18 @@ SHOP_CHANGES = Asset(
 
 with DAG(
     dag_id="example_binlog_on_change",
-    schedule=[SHOP_CHANGES],
+    schedule=[SHOP_CHANGES],  # no clock: the watcher's events start the runs
+    max_active_runs=1,  # events while a run is queued or running go to one next run
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": datetime.timedelta(seconds=30)},
     tags=["binlog-cdc", "example"],
     doc_md=__doc__,
+    default_args={"retries": 2, "retry_delay": datetime.timedelta(seconds=30)},
 ) as dag:
     BinlogToSparkOperator(
         task_id="merge_into_lake",
         destination=DESTINATION,
         tables=TABLES,
-        start_from=START_FROM,
-        stop_at="head",
+        start_from=START_FROM,  # stop_at: the head at the task's start (the default)
         snapshot=os.environ.get("BINLOG_CDC_SNAPSHOT") or "never",
         catalog_conn_id=os.environ.get("BINLOG_CDC_CATALOG_CONN_ID") or None,
     )

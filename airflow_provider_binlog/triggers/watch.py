@@ -38,6 +38,12 @@ from airflow_provider_binlog.canal.points import parse_point
 from airflow_provider_binlog.canal.watch import Watcher, tables_filter
 from airflow_provider_binlog.hooks.binlog import BinlogHook
 
+#: the constructor's arguments, all of which :meth:`BinlogWatchTrigger.serialize` lists
+ARGUMENTS = (
+    "destination", "name", "tables", "exclude", "shadow_tables", "start_from", "poll_interval",
+    "mysql_conn_id", "zookeeper_conn_id", "meta_dir", "client_id", "server_id",
+)  # fmt: skip
+
 #: the shortest poll interval accepted (seconds): each poll is a dump from the watermark
 MIN_POLL_INTERVAL = 1.0
 
@@ -64,57 +70,35 @@ class BinlogWatchTrigger(BaseEventTrigger):
 
     def __init__(
         self,
+        *,
         destination: str,
+        name: str = "asset",
         tables: Mapping[str, str] | Sequence[str] | str | None = None,
         exclude: str | Sequence[str] | None = None,
         shadow_tables: bool = False,
-        name: str = "asset",
         start_from: str | None = None,
+        poll_interval: float = 30.0,
         mysql_conn_id: str = "mysql_default",
         zookeeper_conn_id: str | None = "zookeeper_default",
         meta_dir: str | None = None,
         client_id: int = 1001,
         server_id: int | None = None,
-        poll_interval: float = 30.0,
     ) -> None:
         super().__init__()
         if poll_interval < MIN_POLL_INTERVAL:
             raise ValueError(f"poll_interval must be at least {MIN_POLL_INTERVAL:g} s, not {poll_interval!r}")
-        self.destination = destination
-        self.tables = dict(tables) if isinstance(tables, Mapping) else tables
-        self.exclude = exclude
-        self.shadow_tables = shadow_tables
-        self.name = name
-        self.start_from = start_from
-        self.mysql_conn_id = mysql_conn_id
-        self.zookeeper_conn_id = zookeeper_conn_id
-        self.meta_dir = meta_dir
-        self.client_id = client_id
-        self.server_id = server_id
-        self.poll_interval = float(poll_interval)
-        tables_filter(
-            tables, exclude, shadow_tables
-        )  # a bad filter fails at parse time, not in the triggerer
+        tables_filter(tables, exclude, shadow_tables)  # a bad filter fails when the DAG is parsed
         Watcher.check_name(name)
+        self.destination, self.name = destination, name
+        self.tables = dict(tables) if isinstance(tables, Mapping) else tables
+        self.exclude, self.shadow_tables, self.start_from = exclude, shadow_tables, start_from
+        self.poll_interval = float(poll_interval)
+        self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir = mysql_conn_id, zookeeper_conn_id, meta_dir
+        self.client_id, self.server_id = client_id, server_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "destination": self.destination,
-                "tables": self.tables,
-                "exclude": self.exclude,
-                "shadow_tables": self.shadow_tables,
-                "name": self.name,
-                "start_from": self.start_from,
-                "mysql_conn_id": self.mysql_conn_id,
-                "zookeeper_conn_id": self.zookeeper_conn_id,
-                "meta_dir": self.meta_dir,
-                "client_id": self.client_id,
-                "server_id": self.server_id,
-                "poll_interval": self.poll_interval,
-            },
-        )
+        """The class path and exactly the constructor's arguments."""
+        return f"{type(self).__module__}.{type(self).__qualname__}", {k: getattr(self, k) for k in ARGUMENTS}
 
     def _open(self) -> tuple[BinlogHook, Watcher]:
         hook = BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)

@@ -115,9 +115,9 @@ def test_watch_trigger_serialize_round_trips_and_is_an_event_trigger() -> None:
     assert serialized == kwargs
     assert BinlogWatchTrigger(**serialized).serialize() == (classpath, kwargs)
     with pytest.raises(ValueError, match="poll_interval must be at least 1 s"):
-        BinlogWatchTrigger("shop", poll_interval=0.1)
+        BinlogWatchTrigger(destination="shop", poll_interval=0.1)
     with pytest.raises(Exception, match="invalid meta key 'watch/a b'"):
-        BinlogWatchTrigger("shop", name="a b")
+        BinlogWatchTrigger(destination="shop", name="a b")
 
 
 def test_watch_trigger_reports_each_range_once_holds_during_a_run_and_filters(
