@@ -15,6 +15,8 @@ then rebuilds the tables as of a past position under its own destination.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,6 +36,7 @@ from airflow_harness import (
 )
 from deployment import AirflowDeployment
 
+from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.dev.shard_runs import ORDERS_DDL, ShardWriter
 
@@ -44,6 +47,7 @@ CONSUMER = "example_binlog_lake_consumer"
 BACKFILL = "example_binlog_backfill"
 SHARDS = "example_binlog_shards_mapped"
 ON_CHANGE = "example_binlog_on_change"
+WATCHED = "binlog-cdc://shop_on_change"  # its asset
 ON_CHANGE_TABLES = {f"shop.{t}": f"lake.shop_on_change.{t}" for t in ("customers", "products", "orders")}
 WATCH_POLL = 2  # seconds between the asset watcher's polls
 SHARD_CONNS = ("mysql_shard_0", "mysql_shard_1", "mysql_shard_2")
@@ -297,9 +301,30 @@ def test_deployment_asset_watcher_starts_the_load_on_commits(
     """The asset watcher's trigger starts the load: its first run (the destination had no cursor),
     a commit (the commit-to-run latency is printed), a burst of ten commits while a load runs (at
     most one more run), a commit while the triggerer is down (one run after its restart) and then
-    no change (no run: the restart repeated nothing); the lake equals the source after each."""
-    dep, shop = deployed.dep, deployed.shop
+    no change (no run: the restart repeated nothing); the lake equals the source after each. The
+    asset events chain up: each range starts where the one before it ended."""
+    dep = deployed.dep
     dep.unpause(ON_CHANGE)
+    try:
+        _watched_loads(dep, mariadb, spark, deployed.shop)
+    finally:
+        dep.cli("dags", "pause", ON_CHANGE)  # the other tests' changes start no more loads
+    # the events chain up: each range starts where the one before ended, none twice, none skipped
+    payloads = [
+        json.loads(extra)["payload"]
+        for (extra,) in dep.query(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? "
+            "ORDER BY e.id",
+            (WATCHED,),
+        )
+    ]
+    assert payloads and payloads[0]["first"], payloads
+    for before, after in itertools.pairwise(payloads):
+        assert after["after"] == before["to"] and not after["first"], payloads
+        assert BinlogPosition.parse(after["from"]) >= BinlogPosition.parse(before["to"]), payloads
+
+
+def _watched_loads(dep: AirflowDeployment, mariadb: MariaDbServer, spark: Any, shop: Shop) -> None:
     runs = _wait_all_green(dep, ON_CHANGE, at_least=1)  # the first poll: no cursor yet, one run
     assert all(kind == "asset_triggered" for kind, _ in runs.values()), runs
     _assert_lake_equal(mariadb, spark, dep, "the watcher's first run", ON_CHANGE_TABLES)
