@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
-from airflow_provider_binlog.canal.filter import TableFilter, exclude_text
+from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.positions.points import parse_point
-from airflow_provider_binlog.canal.routing import Routes, source_regex
+from airflow_provider_binlog.canal.watch import tables_filter
 from airflow_provider_binlog.drain.source import check_retention
 from airflow_provider_binlog.hooks.binlog import BinlogHook
 from airflow_provider_binlog.operators.metrics import emit_headroom
@@ -133,16 +133,7 @@ class BinlogEventSensor(BaseSensorOperator):
             )
 
     def table_filter(self) -> TableFilter:
-        tables, exclude = self.tables, exclude_text(self.exclude)
-        if isinstance(tables, Mapping):
-            return Routes(dict(tables), exclude=exclude, shadow_tables=self.shadow_tables).filter()
-        if tables is None:
-            include = ""
-        elif isinstance(tables, str):
-            include = tables
-        else:
-            include = ",".join(source_regex(t, self.shadow_tables) for t in tables)
-        return TableFilter(include=include, exclude=exclude)
+        return tables_filter(self.tables, self.exclude, self.shadow_tables)
 
     def _hook(self) -> BinlogHook:
         return BinlogHook(self.mysql_conn_id, self.zookeeper_conn_id, self.meta_dir, self.server_id)

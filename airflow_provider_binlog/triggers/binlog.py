@@ -21,19 +21,10 @@ from airflow.sdk import BaseHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
-from airflow_provider_binlog.binlog.events import XidEvent
-from airflow_provider_binlog.binlog.events_query import ExecuteLoadQueryEvent, QueryEvent
-from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
-from airflow_provider_binlog.binlog.rows import RowsEvent
+from airflow_provider_binlog.binlog.position import BinlogPosition
+from airflow_provider_binlog.canal.committed import committed
 from airflow_provider_binlog.canal.filter import TableFilter
-from airflow_provider_binlog.canal.sql.statement import statement_changes
 from airflow_provider_binlog.hooks.binlog import replication_config
-
-
-def _commits(body: Any) -> bool:
-    return isinstance(body, XidEvent) or (
-        isinstance(body, QueryEvent) and body.sql.strip().upper() in ("COMMIT", "XA COMMIT")
-    )
 
 
 def follow(
@@ -52,38 +43,18 @@ def follow(
         ``None`` when ``stop`` was set first.
     """
     flt = TableFilter(include=include, exclude=exclude)
-    skip = tuple(skip_through) if skip_through else None
     client = ReplicationClient(config)
     start = BinlogPosition.parse(start_position) if start_position else None
-    count = pending = 0
+    count = 0
     first: str | None = None
-    pending_first: str | None = None
     with client.dump(
         start, gtid=None if start else start_gtid, blocking=True, include_heartbeats=True
     ) as stream:
-        for event in stream:
-            if stop.is_set():
-                return None
-            body = event.body
-            if isinstance(body, RowsEvent) and body.table_map is not None:
-                if skip is not None and (file_number(event.file), event.pos) <= skip[:2]:
-                    continue
-                if flt.matches(body.schema, body.table):
-                    pending += len(body.rows)
-                    pending_first = pending_first or str(event.position)
-            elif isinstance(body, QueryEvent | ExecuteLoadQueryEvent) and (
-                n := statement_changes(body, flt.matches)
-            ):  # statement-format DML of a routed table: a change the binlog holds no rows for
-                if skip is not None and (file_number(event.file), event.pos) <= skip[:2]:
-                    continue
-                pending += n
-                pending_first = pending_first or str(event.position)
-            elif _commits(body) and pending:
-                count += pending
-                first = first or pending_first
-                pending, pending_first = 0, None
-                if count >= min_changes:
-                    return {"position": first, "count": count, "end": str(event.end_position)}
+        for txn in committed(stream, flt, skip_through, stop):
+            count += txn.changes
+            first = first or txn.first
+            if count >= min_changes:
+                return {"position": first, "count": count, "end": txn.end}
     return None
 
 

@@ -94,16 +94,31 @@ class AirflowDeployment:
     def start(self, timeout: float = 300) -> AirflowDeployment:
         """Start every component; return when the api-server answers and each process is alive."""
         for name in COMPONENTS:
-            args = [AIRFLOW, name]
-            if name == "api-server":
-                args += ["--host", "127.0.0.1", "--port", str(self.api_port), "--workers", "1"]
-            with open(self.log_path(name), "ab") as out:
-                self.procs[name] = subprocess.Popen(
-                    args, env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # fmt: skip
+            self.start_component(name)
         self._wait(self._api_ready, timeout, "the api-server to answer /api/v2/version")
         return self
+
+    def start_component(self, name: str) -> None:
+        """Start one component (again, after :meth:`stop_component`)."""
+        args = [AIRFLOW, name]
+        if name == "api-server":
+            args += ["--host", "127.0.0.1", "--port", str(self.api_port), "--workers", "1"]
+        with open(self.log_path(name), "ab") as out:
+            self.procs[name] = subprocess.Popen(
+                args, env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def stop_component(self, name: str, grace: float = 20) -> int | None:
+        """SIGTERM one component's process group (SIGKILL after ``grace`` seconds); its exit code."""
+        proc = self.procs.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait(5)
 
     def _api_ready(self) -> bool:
         try:

@@ -3,7 +3,8 @@ the LocalExecutor, dag-processor, triggerer), on a source that already has rows.
 
 One deployment per way a destination starts on existing rows: ``stream`` (``start_from`` the binlog
 point before the schema's creation) and ``initial`` (``snapshot="initial"``, the README's sensor +
-load). The incremental DAG (deferrable sensor + load) is unpaused: the scheduler starts its
+load). The event-driven DAG (an asset watcher's :class:`BinlogWatchTrigger` starts the load) shares the
+``stream`` deployment. The incremental DAG (deferrable sensor + load) is unpaused: the scheduler starts its
 scheduled run, then runs are triggered with DML between them and one without (an idle
 interval: the sensor times out in the triggerer and is skipped, the run succeeds). After every run
 the lake is compared with the source value by value; the consumer DAG scheduled on the orders
@@ -13,6 +14,10 @@ then rebuilds the tables as of a past position under its own destination.
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +36,7 @@ from airflow_harness import (
 )
 from deployment import AirflowDeployment
 
+from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.dev.services import MariaDbServer, ZooKeeperServer
 from airflow_provider_binlog.dev.shard_runs import ORDERS_DDL, ShardWriter
 
@@ -40,6 +46,10 @@ INCREMENTAL = "example_binlog_incremental"
 CONSUMER = "example_binlog_lake_consumer"
 BACKFILL = "example_binlog_backfill"
 SHARDS = "example_binlog_shards_mapped"
+ON_CHANGE = "example_binlog_on_change"
+WATCHED = "binlog-cdc://shop_on_change"  # its asset
+ON_CHANGE_TABLES = {f"shop.{t}": f"lake.shop_on_change.{t}" for t in ("customers", "products", "orders")}
+WATCH_POLL = 2  # seconds between the asset watcher's polls
 SHARD_CONNS = ("mysql_shard_0", "mysql_shard_1", "mysql_shard_2")
 SHARD_DB = "deployment_shards"
 SHARD_COLUMNS = ("id", "customer", "amount", "note", "updated")
@@ -94,6 +104,7 @@ def deployed(
         "BINLOG_CDC_SPARK_MASTER": "local[2]",
         "BINLOG_CDC_DEFERRABLE": "1",
         "BINLOG_CDC_WAIT_TIMEOUT": str(WAIT_TIMEOUT),
+        "BINLOG_CDC_WATCH_POLL": str(WATCH_POLL),
         "BINLOG_CDC_SHARD_CONNS": ",".join(SHARD_CONNS),
         "BINLOG_CDC_SHARD_SOURCE": f"{SHARD_DB}.orders",
         **{
@@ -107,7 +118,7 @@ def deployed(
     dep = AirflowDeployment.create(home, airflow_migrated_db, env)  # no earlier test's runs
     try:
         dep.start()
-        dep.wait_parsed([INCREMENTAL, CONSUMER, BACKFILL, SHARDS])
+        dep.wait_parsed([INCREMENTAL, CONSUMER, BACKFILL, SHARDS, ON_CHANGE])
         yield Deployed(dep, shop, mode)
     except BaseException:
         print(dep.describe())
@@ -265,3 +276,82 @@ def test_deployment_shards_mapped_dag(
             w.stop()
         for server in shard_servers:
             server.execute(f"DROP DATABASE IF EXISTS `{SHARD_DB}`")
+
+
+def _queued_at(dep: AirflowDeployment, dag_id: str) -> dict[str, dt.datetime]:
+    """``{run_id: queued_at}`` of every run of ``dag_id`` (UTC)."""
+    out = {}
+    for run_id, queued in dep.query("SELECT run_id, queued_at FROM dag_run WHERE dag_id = ?", (dag_id,)):
+        at = dt.datetime.fromisoformat(str(queued))
+        out[run_id] = at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+    return out
+
+
+def _new_runs(dep: AirflowDeployment, known: set[str], seconds: float) -> set[str]:
+    """The runs of the event-driven DAG started within ``seconds`` (waited in full) besides ``known``."""
+    time.sleep(seconds)
+    return set(dep.runs(ON_CHANGE)) - known
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("deployed", ["stream"], indirect=True)  # one deployment is enough
+def test_deployment_asset_watcher_starts_the_load_on_commits(
+    deployed: Deployed, mariadb: MariaDbServer, spark: Any
+) -> None:
+    """The asset watcher's trigger starts the load: its first run (the destination had no cursor),
+    a commit (the commit-to-run latency is printed) and a burst of ten commits while its load runs
+    (at most one more run), a commit while the triggerer is down (one run after its restart) and then
+    no change (no run: the restart repeated nothing); the lake equals the source after each. The
+    asset events chain up: each range starts where the one before it ended."""
+    dep = deployed.dep
+    dep.unpause(ON_CHANGE)
+    try:
+        _watched_loads(dep, mariadb, spark, deployed.shop)
+    finally:
+        dep.cli("dags", "pause", ON_CHANGE)  # the other tests' changes start no more loads
+    # the events chain up: each range starts where the one before ended, none twice, none skipped
+    payloads = [
+        json.loads(extra)["payload"]
+        for (extra,) in dep.query(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? "
+            "ORDER BY e.id",
+            (WATCHED,),
+        )
+    ]
+    assert payloads and payloads[0]["first"], payloads
+    for before, after in itertools.pairwise(payloads):
+        assert after["after"] == before["to"] and not after["first"], payloads
+        assert BinlogPosition.parse(after["from"]) >= BinlogPosition.parse(before["to"]), payloads
+
+
+def _watched_loads(dep: AirflowDeployment, mariadb: MariaDbServer, spark: Any, shop: Shop) -> None:
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=1)  # the first poll: no cursor yet, one run
+    assert all(kind == "asset_triggered" for kind, _ in runs.values()), runs
+    _assert_lake_equal(mariadb, spark, dep, "the watcher's first run", ON_CHANGE_TABLES)
+
+    known = set(runs)
+    shop.changes(20)  # a commit starts a load; ten commits while it runs
+    committed = dt.datetime.now(dt.timezone.utc)
+    dep._wait(lambda: set(dep.runs(ON_CHANGE)) - known, 300, "a run for the commit", every=0.5)
+    (loading,) = set(dep.runs(ON_CHANGE)) - known
+    latency = (_queued_at(dep, ON_CHANGE)[loading] - committed).total_seconds()
+    print(f"asset watcher: commit to queued run {latency:.1f} s (poll interval {WATCH_POLL} s)")
+    dep._wait(
+        lambda: dep.task_states(ON_CHANGE, loading).get("merge_into_lake") == "running", 300,
+        "the load to run", every=1,
+    )  # fmt: skip
+    for _ in range(10):
+        shop.changes(1)
+    _wait_all_green(dep, ON_CHANGE, at_least=len(known) + 1)
+    time.sleep(5 * WATCH_POLL)  # a follow-up run, if any, is queued by then
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=len(known) + 1)
+    burst = set(runs) - known
+    assert 1 <= len(burst) <= 2, f"a commit and a burst of ten during its load started {sorted(burst)}"
+    _assert_lake_equal(mariadb, spark, dep, "the burst", ON_CHANGE_TABLES)
+
+    dep.stop_component("triggerer")
+    shop.changes(5)  # committed while no triggerer runs
+    dep.start_component("triggerer")
+    runs = _wait_all_green(dep, ON_CHANGE, at_least=len(runs) + 1)
+    assert not _new_runs(dep, set(runs), 30), "a run without a change after the triggerer's restart"
+    _assert_lake_equal(mariadb, spark, dep, "the triggerer's restart", ON_CHANGE_TABLES)
