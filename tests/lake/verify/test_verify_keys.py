@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_binlog.lake.verify import choose_key, source_columns, unique_keys
+from airflow_provider_binlog.lake.verify.verify import choose_key, source_columns, unique_keys
 
 pytestmark = pytest.mark.integration
 
