@@ -194,9 +194,12 @@ def test_asset_events_for_committed_tables_and_the_downstream_dag(
     catalog = warehouse_catalog(spark, tmp_path / "warehouse")
     for event in new:
         table = event["extra"]["table"]
+        point = summary["read_point"]  # every table the run committed to is at the run's read point
+        read_point = {"tag": point["point_tag"], "moving_tag": point["tag"], "position": point["position"]}
         assert event["extra"] == {
             "destination": "shop", "table": table, **summary["tables"][table],
             "start": summary["start"], "end": summary["end"], "snapshot_id": summary["snapshots"][table],
+            "read_point": read_point,
         }, event  # fmt: skip
         assert event["extra"]["snapshot_id"] == str(_snapshot_id(spark, catalog + table[len("lake") :]))
         assert event["dag_id"] == "example_binlog_incremental" and event["aliases"] == []
