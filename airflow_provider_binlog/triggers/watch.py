@@ -30,12 +30,11 @@ database; until then no later range is scanned. A pending range is announced aga
 stored) is announced after the restart, exactly once. The one window left is a stop after Airflow
 stored the event and before the acknowledgement reached the trigger (one state sync of the
 triggerer, about a second): the range is then announced a second time (at least once, never
-skipped; with ``max_active_runs=1`` a second event that arrives while the first one's run is queued
-gives no second run). Airflow 3.3 gives a trigger no way to read the asset's stored events (database
-access is blocked in the triggerer's runner and its supervisor does not serve asset event reads), so
-that case cannot be told from a lost event. :meth:`~BinlogWatchTrigger.run` (a triggerer without
-shared streams) has no acknowledgement: it confirms when the triggerer takes the event, so there a
-stop within the triggerer's sync interval (about a second) after an event can lose its announcement.
+skipped). Airflow 3.3 gives a trigger no way to read the asset's stored events (database access is
+blocked in the triggerer's runner, and its supervisor serves no asset event reads), so that case
+cannot be told from a lost event. :meth:`~BinlogWatchTrigger.run` (a triggerer without shared
+streams) has no acknowledgement: it confirms when the triggerer takes the event, so there a stop
+within the triggerer's sync interval (about a second) after an event can lose its announcement.
 """
 
 from __future__ import annotations
