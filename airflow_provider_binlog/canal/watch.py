@@ -15,7 +15,10 @@ the poll. A range is recorded in two steps, each a compare-and-set in the meta s
 
 A poll that finds a ``pending`` range announces that same range again (nothing new is scanned
 before it is confirmed): a trigger stopped or killed between its event and Airflow's storing of it
-announces it after the restart. A range is never recorded twice: the write of a second watcher
+announces it after the restart; unless a load has read the range's changes meanwhile (none left
+between the cursor and the range's end: the event was stored and its run loaded them, or another
+run did), then the range is recorded as reported without an event, as a poll never reports what
+the cursor is past. A range is never recorded twice: the write of a second watcher
 computed against the same version fails (that one reports nothing).
 
 A destination without a cursor gets its start pinned as the cursor (as the sensor does), and that
@@ -182,7 +185,14 @@ class Watcher:
             return None
         mark, version = self.watermark()
         if mark is not None and (pending := Report.pending(mark, version)) is not None:
-            return pending  # announced, never confirmed as stored by Airflow: announce it again
+            if pending.first or self.unread_before(BinlogPosition.parse(pending.range.end)):
+                return pending  # announced, never confirmed as stored by Airflow: announce it again
+            log.info(
+                "destination %s: watcher %s: the pending range to %s was read by a load meanwhile: "
+                "not announced again", self.instance.config.destination, self.name, pending.range.end,
+            )  # fmt: skip
+            self.confirm(pending, version)
+            return None
         meta, identity = self.instance.meta, self.instance.identity
         new = meta.get_cursor(identity).value is None
         point = self.instance.pin_start()  # as the sensor: the load starts where this counts from
@@ -205,6 +215,16 @@ class Watcher:
         if found is None:
             return None
         return Report(found, str(after) if after else point.gtid, version, first=new, mark=mark)
+
+    def unread_before(self, end: BinlogPosition) -> bool:
+        """Whether committed matching changes before ``end`` are left after the destination's cursor
+        (a bounded scan from the cursor to ``end``)."""
+        point = self.instance.pin_start()
+        if point.position is not None and point.position >= end:
+            return False
+        scanner = side_client(self.instance.client)
+        with scanner.dump(point.position, gtid=None if point.position else point.gtid, stop_at=end) as stream:
+            return fold(committed(stream, self.instance.config.filter, point.skip_through)) is not None
 
     def _write(self, record: dict[str, Any], expected: Any) -> Any | None:
         try:

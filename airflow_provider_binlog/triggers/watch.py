@@ -21,20 +21,22 @@ The trigger keeps one meta store client (one ZooKeeper session) for its lifetime
 A failed poll (source or ZooKeeper down) is logged and retried at the next one.
 
 Announced once, also across a triggerer stop: the triggerer runs the trigger through Airflow 3.3's
-shared stream in acknowledgement mode (a stream of its own: :meth:`~BinlogWatchTrigger.shared_stream_key`
-is the trigger's whole configuration). A range is written to the meta store as *pending* before its
-event leaves the trigger, and as reported (the watermark moves) only in
-:meth:`WatchProducer.advance`, which the triggerer calls once the event is stored in Airflow's
-database; until then no later range is scanned. A pending range is announced again by the next poll
-(after a restart: by the first), so an event lost with a stopped or killed triggerer (yielded, not
-stored) is announced after the restart, exactly once. The one window left is a stop after Airflow
-stored the event and before the acknowledgement reached the trigger (one state sync of the
-triggerer, about a second): the range is then announced a second time (at least once, never
-skipped). Airflow 3.3 gives a trigger no way to read the asset's stored events (database access is
-blocked in the triggerer's runner, and its supervisor serves no asset event reads), so that case
-cannot be told from a lost event. :meth:`~BinlogWatchTrigger.run` (a triggerer without shared
-streams) has no acknowledgement: it confirms when the triggerer takes the event, so there a stop
-within the triggerer's sync interval (about a second) after an event can lose its announcement.
+shared stream in acknowledgement mode (a stream of its own:
+:meth:`~BinlogWatchTrigger.shared_stream_key` is the trigger's whole configuration). A range is
+written to the meta store as *pending* before its event leaves the trigger, and as reported (the
+watermark moves) only in :meth:`WatchProducer.advance`, which the triggerer calls once the event is
+stored in Airflow's database; until then no later range is scanned. A pending range is announced
+again by the next poll (after a restart: by the first), so an event lost with a stopped or killed
+triggerer (yielded, not stored) is announced after the restart, exactly once. The one window left is
+a stop after Airflow stored the event and before the acknowledgement reached the trigger (one state
+sync of the triggerer, about a second): the range is then announced a second time (at least once,
+never skipped), unless the load has read its changes by then (the stored event's run, while the
+triggerer was down: see :meth:`~..canal.watch.Watcher.poll`). Airflow 3.3 gives a trigger no way to
+read the asset's stored events (database access is blocked in the triggerer's runner, and its
+supervisor serves no asset event reads), so that case cannot be told from a lost event.
+:meth:`~BinlogWatchTrigger.run` (a triggerer without shared streams) has no acknowledgement: it
+confirms when the triggerer takes the event, so there a stop within the triggerer's sync interval
+(about a second) after an event can lose its announcement.
 """
 
 from __future__ import annotations

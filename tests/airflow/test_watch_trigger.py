@@ -27,6 +27,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_harness import Shop, meta_manager
 from watch_stream import STORED, PollCount, run_stream
 
+from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.ha import RunningNode
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
@@ -203,7 +204,8 @@ def test_watch_trigger_killed_before_airflow_stored_the_event_announces_it_once_
     trigger SIGKILLed after announcing a range and before Airflow stored its event (failpoint
     ``watch_announce``) leaves it pending, the restarted trigger announces that range once and then
     never again. The window the design leaves (Airflow stored the event, the acknowledgement never
-    reached the watermark: failpoint ``watch_confirm``) announces it a second time, never zero times."""
+    reached the watermark: failpoint ``watch_confirm``) announces it a second time, never zero times,
+    and not at all when a load read the range meanwhile."""
     destination = f"watchack_{uuid.uuid4().hex[:8]}"
     start = shop.head()
     kwargs: dict[str, Any] = {
@@ -241,6 +243,7 @@ def test_watch_trigger_killed_before_airflow_stored_the_event_announces_it_once_
 
             # stored by Airflow, the acknowledgement lost (the trigger fails in advance()): again, once
             _orders(shop, range(10, 12))
+            faults.reset()
             monkeypatch.setenv(ENV, "watch_confirm=raise")
             stored, error = asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count))
             assert isinstance(error, InjectedFault) and [e["counts"] for e in stored] == [{"shop.orders": 2}]
@@ -249,6 +252,20 @@ def test_watch_trigger_killed_before_airflow_stored_the_event_announces_it_once_
             assert error is None and again == stored, (again, stored, error)
             assert again[0]["after"] == event["to"]
             assert asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count)) == ([], None)
+
+            # the same, but the event's run loaded the range while the triggerer was down: no second event
+            _orders(shop, range(20, 21))
+            faults.reset()
+            monkeypatch.setenv(ENV, "watch_confirm=raise")
+            stored, error = asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count))
+            assert isinstance(error, InjectedFault) and len(stored) == 1, (stored, error)
+            monkeypatch.delenv(ENV)
+            head = BinlogPosition.parse(shop.head())
+            _, version = meta.get_cursor(identity)
+            meta.set_cursor(identity, LogPosition(head.file, head.pos, included=True), version)
+            assert asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count)) == ([], None)
+            mark = meta.get_json(identity, key).value
+            assert "pending" not in mark and mark["to"] == stored[0]["to"], mark
     finally:
         meta.client.stop()
         meta.client.close()
