@@ -27,7 +27,10 @@ chunk, before its batches are acked together: later hits leave earlier chunks ac
 not moved it);
 ``file_written`` when the driver has written a data file (and for its own MERGE a deletion
 vector file) and not committed it yet (:func:`..lake.native.file_append.write_committed`,
-:func:`..lake.native.position_delta.merge_file`).
+:func:`..lake.native.position_delta.merge_file`);
+``watch_announce`` when an asset watcher's range is pending in the meta store and its trigger event
+not yet handed to the triggerer, ``watch_confirm`` when Airflow stored that event and the watermark
+has not moved yet (:mod:`..triggers.watch`).
 """
 
 from __future__ import annotations

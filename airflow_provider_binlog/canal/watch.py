@@ -2,12 +2,24 @@
 
 A watcher (:class:`~..triggers.watch.BinlogWatchTrigger`) reports *ranges*: the committed matching
 changes between the later of the destination's cursor and its watermark, and the server's head at
-the poll. A reported range moves the watermark to the range's end, compare-and-set in the meta
-store, so no range is reported twice (also not by a second triggerer running the same watcher: the
-one whose write loses reports nothing) and a restart goes on from the watermark::
+the poll. A range is recorded in two steps, each a compare-and-set in the meta store::
 
     /otter/canal/destinations/{destination}/{clientId}/provider/watch/{name}
-        JSON {"from": "file:pos", "to": "file:pos", "counts": {"schema.table": n}, "reported": iso}
+        JSON {"from": "file:pos", "to": "file:pos", "counts": {"schema.table": n}, "reported": iso,
+              "pending": {"from", "to", "after", "counts", "transactions", "first", "announced"}}
+
+1. :meth:`Watcher.announce` writes the range as ``pending`` (``to`` stays the end of the last range
+   Airflow stored) before its trigger event leaves the trigger;
+2. :meth:`Watcher.confirm` moves ``to`` to the range's end and drops ``pending`` once Airflow has
+   stored the event (the triggerer's persistence acknowledgement, see the trigger).
+
+A poll that finds a ``pending`` range announces that same range again (nothing new is scanned
+before it is confirmed): a trigger stopped or killed between its event and Airflow's storing of it
+announces it after the restart; unless a load has read the range's changes meanwhile (none left
+between the cursor and the range's end: the event was stored and its run loaded them, or another
+run did), then the range is recorded as reported without an event, as a poll never reports what
+the cursor is past. A range is never recorded twice: the write of a second watcher
+computed against the same version fails (that one reports nothing).
 
 A destination without a cursor gets its start pinned as the cursor (as the sensor does), and that
 first poll reports a range even when it holds no change (``first: true``), so the load's first run,
@@ -107,6 +119,20 @@ class Report:
     after: str | None
     version: Any
     first: bool = False
+    #: the watermark as Airflow stored it (without ``pending``): what :meth:`Watcher.announce` keeps
+    mark: Mapping[str, Any] | None = None
+    #: a pending range of an earlier trigger run, announced again
+    again: bool = False
+
+    @classmethod
+    def pending(cls, mark: Mapping[str, Any], version: Any) -> Report | None:
+        """The range ``mark`` holds as announced but not confirmed (``None``: there is none)."""
+        p = mark.get("pending")
+        if not isinstance(p, Mapping):
+            return None
+        found = ChangeRange(p["from"], p["to"], dict(p.get("counts") or {}), int(p.get("transactions") or 0))
+        kept = {k: v for k, v in mark.items() if k != "pending"} or None
+        return cls(found, p.get("after"), version, bool(p.get("first")), kept, again=True)
 
     def payload(self, destination: str, name: str) -> dict[str, Any]:
         return {
@@ -157,11 +183,20 @@ class Watcher:
         new, or a run holds the destination."""
         if self.held_by() is not None:
             return None
+        mark, version = self.watermark()
+        if mark is not None and (pending := Report.pending(mark, version)) is not None:
+            if pending.first or self.unread_before(BinlogPosition.parse(pending.range.end)):
+                return pending  # announced, never confirmed as stored by Airflow: announce it again
+            log.info(
+                "destination %s: watcher %s: the pending range to %s was read by a load meanwhile: "
+                "not announced again", self.instance.config.destination, self.name, pending.range.end,
+            )  # fmt: skip
+            self.confirm(pending, version)
+            return None
         meta, identity = self.instance.meta, self.instance.identity
         new = meta.get_cursor(identity).value is None
         point = self.instance.pin_start()  # as the sensor: the load starts where this counts from
         new = new and meta.get_cursor(identity).value is not None
-        mark, version = self.watermark()
         to = BinlogPosition.parse(mark["to"]) if mark and mark.get("to") else None
         start = read_from(point, to, self._scanned)
         head = self.instance.client.head_position()
@@ -179,27 +214,59 @@ class Watcher:
             found = ChangeRange(str(point.position), str(point.position))
         if found is None:
             return None
-        return Report(found, str(after) if after else point.gtid, version, first=new)
+        return Report(found, str(after) if after else point.gtid, version, first=new, mark=mark)
 
-    def commit(self, report: Report) -> bool:
-        """Move the watermark to the range's end (compare-and-set); ``False`` when another watcher
-        moved it first (then that one reports, and this one scans again from there)."""
-        record = {
-            "from": report.range.start,
-            "to": report.range.end,
-            "counts": report.range.counts,
-            "reported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        }
+    def unread_before(self, end: BinlogPosition) -> bool:
+        """Whether committed matching changes before ``end`` are left after the destination's cursor
+        (a bounded scan from the cursor to ``end``)."""
+        point = self.instance.pin_start()
+        if point.position is not None and point.position >= end:
+            return False
+        scanner = side_client(self.instance.client)
+        with scanner.dump(point.position, gtid=None if point.position else point.gtid, stop_at=end) as stream:
+            return fold(committed(stream, self.instance.config.filter, point.skip_through)) is not None
+
+    def _write(self, record: dict[str, Any], expected: Any) -> Any | None:
         try:
-            self.instance.meta.set_json(self.instance.identity, self.key, record, report.version)
+            return self.instance.meta.set_json(self.instance.identity, self.key, record, expected)
         except MetaConflictError:
             log.info(
                 "destination %s: watcher %s: the watermark moved meanwhile (another triggerer runs it?): "
                 "not reported here", self.instance.config.destination, self.name,
             )  # fmt: skip
             self._scanned = None
-            return False
-        return True
+            return None
+
+    def announce(self, report: Report) -> Any | None:
+        """Record the range as ``pending`` (compare-and-set), before its event leaves the trigger.
+
+        :return: the record's new version (for :meth:`confirm`), or ``None`` when another watcher
+            moved the watermark first (then that one reports, and this one scans again from there).
+        """
+        r = report.range
+        record = dict(report.mark or {})
+        record["pending"] = {
+            "from": r.start, "to": r.end, "after": report.after, "counts": r.counts,
+            "transactions": r.transactions, "first": report.first, "announced": _now(),
+        }  # fmt: skip
+        return self._write(record, report.version)
+
+    def confirm(self, report: Report, version: Any) -> bool:
+        """Airflow stored the range's event: the watermark moves to its end and ``pending`` goes
+        (compare-and-set against ``version``, what :meth:`announce` returned); ``False`` when the
+        record changed meanwhile."""
+        r = report.range
+        record = {"from": r.start, "to": r.end, "counts": r.counts, "reported": _now()}
+        return self._write(record, version) is not None
+
+    def commit(self, report: Report) -> bool:
+        """Announce and confirm at once (for a caller that has no acknowledgement of storage)."""
+        version = self.announce(report)
+        return version is not None and self.confirm(report, version)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 __all__ = ["ChangeRange", "Report", "Watcher", "fold", "read_from", "tables_filter"]

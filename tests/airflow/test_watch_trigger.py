@@ -1,7 +1,8 @@
 """BinlogWatchTrigger (the asset watcher's event trigger) against the real MariaDB and ZooKeeper.
 
 Each phase runs a fresh trigger for two polls (counted, not timed), as a triggerer restart would:
-a range is reported once and never again, nothing is reported while a run holds the destination,
+a range is reported once and never again (also when the trigger is killed before Airflow stored its
+event), nothing is reported while a run holds the destination,
 the changes a load already read (the cursor is past them) are not reported, and the operator's routing and
 ``exclude`` decide which tables count.
 """
@@ -11,23 +12,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_harness import Shop, meta_manager
+from watch_stream import STORED, PollCount, run_stream
 
+from airflow_provider_binlog import faults
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.ha import RunningNode
 from airflow_provider_binlog.canal.meta.model import ClientIdentity, LogPosition
 from airflow_provider_binlog.canal.watch import Watcher
 from airflow_provider_binlog.dev.services import ZooKeeperServer
+from airflow_provider_binlog.faults import ENV, KILL_MARK, InjectedFault
 from airflow_provider_binlog.triggers.watch import BinlogWatchTrigger
 
 pytestmark = pytest.mark.integration
 
+STREAM_CHILD = Path(__file__).with_name("watch_stream.py")
 TABLES = {"shop.orders": "lake.shop.orders", "shop.customers": "lake.shop.customers"}
 
 
@@ -177,6 +188,84 @@ def test_watch_trigger_reports_each_range_once_holds_during_a_run_and_filters(
         assert [e["counts"] for e in after_load] == [{"shop.orders": 1}], after_load
         assert after_load[0]["after"] == burst[0]["to"]
         assert BinlogPosition.parse(after_load[0]["from"]) > head
+    finally:
+        meta.client.stop()
+        meta.client.close()
+
+
+def test_watch_trigger_killed_before_airflow_stored_the_event_announces_it_once_after_restart(
+    shop: Shop,
+    conns: dict[str, str],
+    zookeeper: ZooKeeperServer,
+    zk_chroot: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the triggerer's shared stream in acknowledgement mode (``watch_stream.py``): a
+    trigger SIGKILLed after announcing a range and before Airflow stored its event (failpoint
+    ``watch_announce``) leaves it pending, the restarted trigger announces that range once and then
+    never again. The window the design leaves (Airflow stored the event, the acknowledgement never
+    reached the watermark: failpoint ``watch_confirm``) announces it a second time, never zero times,
+    and not at all when a load read the range meanwhile."""
+    destination = f"watchack_{uuid.uuid4().hex[:8]}"
+    start = shop.head()
+    kwargs: dict[str, Any] = {
+        "destination": destination, "tables": TABLES, "name": "lake", "start_from": start,
+        "poll_interval": 1.0,
+    }  # fmt: skip
+    _orders(shop, range(1, 4))
+    child = subprocess.run(
+        [sys.executable, str(STREAM_CHILD), json.dumps(kwargs), "3"],
+        env={**os.environ, ENV: "watch_announce=kill"}, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert child.returncode == -signal.SIGKILL, (child.returncode, child.stderr[-3000:])
+    assert f"{KILL_MARK}watch_announce" in child.stderr, child.stderr[-3000:]
+    assert STORED not in child.stdout, child.stdout[-3000:]  # killed before Airflow stored anything
+
+    meta = meta_manager(zookeeper, zk_chroot)
+    identity = ClientIdentity(destination, 1001)
+    key = Watcher.check_name("lake")
+    try:
+        mark = meta.get_json(identity, key).value
+        assert mark is not None and "to" not in mark and mark["pending"]["counts"] == {"shop.orders": 3}, mark
+
+        count = PollCount()
+        with count.counting():
+            stored, error = asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count))
+            assert error is None and len(stored) == 1, (stored, error)  # announced after the restart, once
+            event = stored[0]
+            assert (
+                event["counts"] == {"shop.orders": 3} and event["first"] is True and event["after"] == start
+            )
+            assert event["to"] == mark["pending"]["to"] and event["from"] == mark["pending"]["from"]
+            mark = meta.get_json(identity, key).value
+            assert "pending" not in mark and mark["to"] == event["to"], mark
+            assert asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count)) == ([], None)  # never again
+
+            # stored by Airflow, the acknowledgement lost (the trigger fails in advance()): again, once
+            _orders(shop, range(10, 12))
+            faults.reset()
+            monkeypatch.setenv(ENV, "watch_confirm=raise")
+            stored, error = asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count))
+            assert isinstance(error, InjectedFault) and [e["counts"] for e in stored] == [{"shop.orders": 2}]
+            monkeypatch.delenv(ENV)
+            again, error = asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count))
+            assert error is None and again == stored, (again, stored, error)
+            assert again[0]["after"] == event["to"]
+            assert asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count)) == ([], None)
+
+            # the same, but the event's run loaded the range while the triggerer was down: no second event
+            _orders(shop, range(20, 21))
+            faults.reset()
+            monkeypatch.setenv(ENV, "watch_confirm=raise")
+            stored, error = asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count))
+            assert isinstance(error, InjectedFault) and len(stored) == 1, (stored, error)
+            monkeypatch.delenv(ENV)
+            head = BinlogPosition.parse(shop.head())
+            _, version = meta.get_cursor(identity)
+            meta.set_cursor(identity, LogPosition(head.file, head.pos, included=True), version)
+            assert asyncio.run(run_stream(BinlogWatchTrigger(**kwargs), count)) == ([], None)
+            mark = meta.get_json(identity, key).value
+            assert "pending" not in mark and mark["to"] == stored[0]["to"], mark
     finally:
         meta.client.stop()
         meta.client.close()

@@ -1,6 +1,7 @@
 """The asset watcher's pure parts (:mod:`airflow_provider_binlog.canal.watch`): folding transactions
 into one range, where the next scan starts, the watermark's compare-and-set (a range is recorded by
-one watcher only), the filter the sensor and the operator share."""
+one watcher only), a range pending until Airflow stored its event, the filter the sensor and the
+operator share."""
 
 from __future__ import annotations
 
@@ -74,6 +75,59 @@ def test_the_watermark_is_recorded_once_and_a_second_watcher_loses() -> None:
     }  # fmt: skip
     with pytest.raises(ConfigurationError, match="invalid meta key"):
         Watcher.check_name("../x")
+
+
+def test_a_pending_range_is_announced_again_until_confirmed_then_never() -> None:
+    """The state machine: reported -> pending (announce) -> reported (confirm, once Airflow stored
+    the event); a restart finds the pending range and announces that same range, not a new one."""
+    meta = MemoryMetaManager()
+    instance = SimpleNamespace(
+        meta=meta,
+        identity=ClientIdentity("shop", 1001),
+        config=SimpleNamespace(destination="shop"),
+        running=None,
+    )
+    first = Watcher(instance, "lake")
+    assert first.commit(_report(None)) is True  # an earlier range, reported
+    mark, version = first.watermark()
+    found = ChangeRange("mysql-bin.000001:400", "mysql-bin.000002:90", {"shop.orders": 3, "shop.items": 1}, 2)
+    report = Report(found, "mysql-bin.000001:300", version, mark=mark)
+
+    pending_version = first.announce(report)
+    assert pending_version is not None
+    mark, _ = first.watermark()
+    assert mark is not None and mark["to"] == "mysql-bin.000001:300", mark  # the stored range's end stays
+    assert (
+        mark["pending"]["to"] == "mysql-bin.000002:90" and mark["pending"]["after"] == "mysql-bin.000001:300"
+    )
+    assert Watcher(instance, "lake").announce(report) is None  # computed against the old version: loses
+
+    # the trigger stops before Airflow stored the event: the next run announces the same range again
+    restarted = Watcher(instance, "lake")
+    restarted.unread_before = lambda end: True  # type: ignore[method-assign]  # the changes are not loaded
+    again = restarted.poll()
+    assert again is not None and again.again is True and again.version == pending_version
+    assert again.range == found and again.payload("shop", "lake") == report.payload("shop", "lake")
+    again_version = restarted.announce(again)
+    assert again_version is not None
+    assert first.confirm(report, pending_version) is False  # the first run's ack is stale now
+    assert restarted.confirm(again, again_version) is True  # Airflow stored it: reported
+    mark, _ = restarted.watermark()
+    assert mark is not None and "pending" not in mark and mark["to"] == "mysql-bin.000002:90", mark
+    assert mark["counts"] == {"shop.orders": 3, "shop.items": 1}
+    assert Report.pending(mark, None) is None
+    assert restarted.confirm(again, again_version) is False  # once only
+
+    # pending again, but a load has read the range meanwhile (the cursor is past its end)
+    later = ChangeRange("mysql-bin.000002:200", "mysql-bin.000002:400", {"shop.orders": 1}, 1)
+    mark, version = restarted.watermark()
+    assert restarted.announce(Report(later, "mysql-bin.000002:90", version, mark=mark)) is not None
+    instance.pin_start = lambda: StartPoint(P("mysql-bin.000002:400"), None, None, "cursor")
+    assert Watcher(instance, "lake").poll() is None  # not announced again ...
+    mark, _ = restarted.watermark()
+    assert mark is not None and "pending" not in mark and mark["to"] == "mysql-bin.000002:400", (
+        mark
+    )  # ... reported
 
 
 @pytest.mark.parametrize(
