@@ -32,7 +32,7 @@ changes the glue folds before it writes).
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
+import importlib
 import itertools
 import os
 import resource
@@ -55,9 +55,10 @@ _catalogs = itertools.count()
 
 def missing() -> str | None:
     """``None`` when pyiceberg (with its SQL catalog) can be imported, else what to install."""
-    for module in ("pyiceberg", "sqlalchemy"):
-        if importlib.util.find_spec(module) is None:
-            return INSTALL
+    try:
+        importlib.import_module("pyiceberg.catalog.sql")
+    except ImportError:
+        return INSTALL
     return None
 
 
