@@ -15,7 +15,8 @@ What it does, in one run::
        left by run A, stop point = head at task start) and merges it into the Iceberg tables
     5. parse-only comparison on the same binlog range: our canal instance (read + decode + convert
        to RowChange, acked batch by batch, nothing merged) vs python-mysql-replication
-       (``BinLogStreamReader`` into Python dicts), every value touched in both
+       (``BinLogStreamReader`` into Python dicts, started at the range's GTID state: see
+       :func:`mariadb_start`), every value touched in both
     6. verify: every lake table equals its source table (``lake.verify.verify.verify_tables``)
 
 Counting: a "change" is one row image change in the binlog (one ``RowChange``): an inserted,
@@ -44,6 +45,7 @@ parser thread's CPU seconds (psutil, by thread id), and the operator's log line 
     .venv/bin/python bench/end_to_end.py --cluster             # also on a Spark standalone cluster
     .venv/bin/python bench/end_to_end.py --master spark://h:7077 --conf spark.driver.host=...
     .venv/bin/python bench/end_to_end.py --staging local,warehouse   # the staging roots compared
+    .venv/bin/python bench/end_to_end.py --peer    # and the peer's glue, same ranges (bench/peer.py)
 
 The meta store is a throwaway ZooKeeper (the product's; ``--file-meta`` for the file store). Every
 measured run prints its split (Spark's start, the marks, the summed commit time), the per-table fixed
@@ -1011,30 +1013,23 @@ def main(argv: list[str] | None = None) -> int:
 
             t0 = time.perf_counter()
             print("\n6. verify (lake == source, value by value):")
-            for v in variants:
-                spark = create_session(app_name="bench-verify", master="local[2]", warehouse=v["warehouse"])
+            lakes: list[tuple[str, str | None, Any]] = [(v["label"], v["warehouse"], None) for v in variants]
+            if peer_b is not None:  # the peer's glue: its tables' metadata files
+                lakes.append((PEER, None, peer_b["summary"]["metadata"]))
+            for label, warehouse, metadata in lakes:
+                spark = create_session(app_name="bench-verify", master="local[2]", warehouse=warehouse)
                 conn = server.connect()
                 try:
-                    diffs = verify_tables(conn, spark, targets(kinds))
+                    if metadata is None:
+                        diffs = verify_tables(conn, spark, targets(kinds))
+                    else:
+                        diffs = peer.verify_peer(conn, spark, str(work / "peer-check"), metadata)
                 finally:
                     conn.close()
                     spark.stop()
                 ok = ok and all(d.equal for d in diffs)
                 for d in diffs:
-                    print(f"  [{v['label']}] " + d.describe())
-            if peer_b is not None:
-                spark = create_session(app_name="bench-verify-peer", master="local[2]")
-                conn = server.connect()
-                try:
-                    diffs = peer.verify_peer(
-                        conn, spark, str(work / "peer-check"), peer_b["summary"]["metadata"]
-                    )
-                finally:
-                    conn.close()
-                    spark.stop()
-                ok = ok and all(d.equal for d in diffs)
-                for d in diffs:
-                    print(f"  [{PEER}] " + d.describe())
+                    print(f"  [{label}] " + d.describe())
             print(f"  ({time.perf_counter() - t0:.0f} s)")
 
         print("\nside by side (run B):")
