@@ -15,7 +15,8 @@ What it does, in one run::
        left by run A, stop point = head at task start) and merges it into the Iceberg tables
     5. parse-only comparison on the same binlog range: our canal instance (read + decode + convert
        to RowChange, acked batch by batch, nothing merged) vs python-mysql-replication
-       (``BinLogStreamReader`` into Python dicts), every value touched in both
+       (``BinLogStreamReader`` into Python dicts, started at the range's GTID state: see
+       :func:`mariadb_start`), every value touched in both
     6. verify: every lake table equals its source table (``lake.verify.verify.verify_tables``)
 
 Counting: a "change" is one row image change in the binlog (one ``RowChange``): an inserted,
@@ -44,6 +45,7 @@ parser thread's CPU seconds (psutil, by thread id), and the operator's log line 
     .venv/bin/python bench/end_to_end.py --cluster             # also on a Spark standalone cluster
     .venv/bin/python bench/end_to_end.py --master spark://h:7077 --conf spark.driver.host=...
     .venv/bin/python bench/end_to_end.py --staging local,warehouse   # the staging roots compared
+    .venv/bin/python bench/end_to_end.py --peer    # and the peer's glue, same ranges (bench/peer.py)
 
 The meta store is a throwaway ZooKeeper (the product's; ``--file-meta`` for the file store). Every
 measured run prints its split (Spark's start, the marks, the summed commit time), the per-table fixed
@@ -573,10 +575,11 @@ def operator_run(params: dict[str, Any], result: Any) -> None:
     )
 
 
-def run_operator(params: dict[str, Any]) -> dict[str, Any]:
+def run_operator(params: dict[str, Any], target: Any = None) -> dict[str, Any]:
+    """``target(params, queue)`` (default :func:`operator_run`) in a spawned process: its result."""
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=operator_run, args=(params, q))
+    p = ctx.Process(target=target or operator_run, args=(params, q))
     p.start()
     try:
         out: dict[str, Any] | None = None
@@ -642,6 +645,29 @@ def ours_parse(source_uri: str, start: str, stop: Any, meta_dir: str) -> tuple[i
     return rows, time.perf_counter() - t0
 
 
+def mariadb_start(settings: dict[str, Any], start: str) -> dict[str, Any]:
+    """The ``BinLogStreamReader`` arguments that start a stream from MariaDB at ``start`` (``file:pos``).
+
+    With ``is_mariadb=True`` python-mysql-replication (1.0.17) ignores ``log_file`` and ``log_pos``:
+    it asks for position 4 of no file name, and the server starts at the GTID state given as
+    ``auto_position`` (none: at its first binlog). So the state is the server's
+    ``BINLOG_GTID_POS(file, pos)``.
+    """
+    import pymysql
+
+    file, _, pos = start.rpartition(":")
+    conn = pymysql.connect(
+        host=settings["host"], port=settings["port"], user=settings["user"], password=settings["passwd"]
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, int(pos)))
+            (state,) = cur.fetchone()
+    finally:
+        conn.close()
+    return {"is_mariadb": True, "auto_position": state or ""}
+
+
 def baseline_parse(server: Any, start: str, expected: int) -> tuple[int, float]:
     """python-mysql-replication from the same file:pos until ``expected`` row changes were read.
 
@@ -655,7 +681,6 @@ def baseline_parse(server: Any, start: str, expected: int) -> tuple[int, float]:
     from pymysqlreplication.binlogstream import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    file, _, pos = start.rpartition(":")
     settings = {
         "host": server.host,
         "port": server.port,
@@ -663,8 +688,8 @@ def baseline_parse(server: Any, start: str, expected: int) -> tuple[int, float]:
         "passwd": server.root_password,
     }
     stream = BinLogStreamReader(
-        connection_settings=settings, server_id=987654, log_file=file, log_pos=int(pos),
-        resume_stream=True, blocking=True, is_mariadb=True, only_schemas=[SCHEMA],
+        connection_settings=settings, server_id=987654, **mariadb_start(settings, start),
+        blocking=True, only_schemas=[SCHEMA],
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], enable_logging=False,
     )  # fmt: skip
     rows = 0
@@ -735,6 +760,19 @@ def report_run(name: str, r: dict[str, Any], expected: int | None) -> None:
         ]
         print(f"  rates between progress lines (read/merged changes per s): {' '.join(rates)}")
         print(f"  operator RSS at the progress lines (MB): {' '.join(f'{p[3] >> 20}' for p in progress)}")
+
+
+PEER = "peer: python-mysql-replication + pyiceberg"
+
+
+def report_peer(name: str, r: dict[str, Any], expected: int) -> None:
+    s = r["summary"]
+    n, wall = s["changes"], r["wall"]
+    print(f"\n{name}: {n:,} changes in {wall:.1f} s = {n / wall:,.0f} changes/s end to end (read and "
+          f"fold {s['read']:.1f} s, pyiceberg delete/upsert {s['write']:.1f} s); {s['commits']} commits; "
+          f"process CPU {r['cpu']:.1f} s; peak RSS {_mb(r['maxrss'])}")  # fmt: skip
+    if n != expected:
+        print(f"  !! the peer's glue counted {n} changes, the workload made {expected}")
 
 
 def issue_target(args: Any, rate: float, wall: float, rss: int) -> tuple[str, bool]:
@@ -815,6 +853,11 @@ def main(argv: list[str] | None = None) -> int:
         "product toggle over the same binlog range); repeatable",
     )
     ap.add_argument("--no-baseline", action="store_true", help="skip the parse-only comparison")
+    ap.add_argument(
+        "--peer", action="store_true",
+        help="also the peer's glue over the same ranges: python-mysql-replication, pyiceberg (bench/peer.py)",
+    )  # fmt: skip
+    ap.add_argument("--peer-chunk", type=int, default=1_000_000, help="--peer: row changes folded per write")
     ap.add_argument("--no-verify", action="store_true", help="skip the lake == source check")
     ap.add_argument("--profile", default=None, help="write a cProfile of the measured run here")
     ap.add_argument("--seed", type=int, default=11)
@@ -822,6 +865,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.changes is None:
         args.changes = 500_000 if args.tables else 1_000_000
+    if args.peer:
+        import peer
+
+        if peer.missing():
+            print(peer.missing(), file=sys.stderr)
+            return 2
     kinds = table_kinds(args.tables)
     mix = MIXES[args.workload]
     base_rows = args.base if args.base is not None else max(3_000, args.changes * 3 // 10)
@@ -908,6 +957,15 @@ def main(argv: list[str] | None = None) -> int:
 
         (f, p, *_), *_ = server.execute("SHOW MASTER STATUS")
         p1 = f"{f}:{p}"
+        peer_params = {
+            "settings": {"host": server.host, "port": server.port, "user": server.root_user,
+                         "passwd": server.root_password},
+            "warehouse": str(work / "warehouse-peer"), "sources": sorted(targets(kinds)),
+            "chunk": args.peer_chunk,
+        }  # fmt: skip
+        if args.peer:
+            pa_ = run_operator({**peer_params, "start": p0, "stop": p1}, peer.peer_run)
+            report_peer("2. peer run A (base load, not the measured run)", pa_, base_rows)
         t0 = time.perf_counter()
         run_sql(server, mixed_statements(w, args.changes, args.stmt, args.txn, mix, spread=bool(args.tables)))
         load_s = time.perf_counter() - t0
@@ -927,6 +985,12 @@ def main(argv: list[str] | None = None) -> int:
             measured.append((v, rb))
         if args.profile:
             print(f"  cProfile of the operator main thread written to {args.profile}")
+        peer_b = None
+        if args.peer:
+            peer_b = run_operator({**peer_params, "start": p1, "stop": head}, peer.peer_run)
+            report_peer(
+                "4. peer run B, MEASURED: the same range through the peer's glue", peer_b, args.changes
+            )
 
         ratio = None
         if not args.no_baseline:
@@ -949,17 +1013,23 @@ def main(argv: list[str] | None = None) -> int:
 
             t0 = time.perf_counter()
             print("\n6. verify (lake == source, value by value):")
-            for v in variants:
-                spark = create_session(app_name="bench-verify", master="local[2]", warehouse=v["warehouse"])
+            lakes: list[tuple[str, str | None, Any]] = [(v["label"], v["warehouse"], None) for v in variants]
+            if peer_b is not None:  # the peer's glue: its tables' metadata files
+                lakes.append((PEER, None, peer_b["summary"]["metadata"]))
+            for label, warehouse, metadata in lakes:
+                spark = create_session(app_name="bench-verify", master="local[2]", warehouse=warehouse)
                 conn = server.connect()
                 try:
-                    diffs = verify_tables(conn, spark, targets(kinds))
+                    if metadata is None:
+                        diffs = verify_tables(conn, spark, targets(kinds))
+                    else:
+                        diffs = peer.verify_peer(conn, spark, str(work / "peer-check"), metadata)
                 finally:
                     conn.close()
                     spark.stop()
                 ok = ok and all(d.equal for d in diffs)
                 for d in diffs:
-                    print(f"  [{v['label']}] " + d.describe())
+                    print(f"  [{label}] " + d.describe())
             print(f"  ({time.perf_counter() - t0:.0f} s)")
 
         print("\nside by side (run B):")
@@ -968,6 +1038,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {v['label']:<40} {n / wall:>9,.0f} changes/s  {wall:6.1f} s  operator CPU "
                   f"{rb['cpu']:5.1f} s  driver JVM CPU {rb.get('jvm_cpu', 0):5.1f} s  commits "
                   f"{rb['summary']['commits']}")  # fmt: skip
+        if peer_b is not None:
+            n, wall = peer_b["summary"]["changes"], peer_b["wall"]
+            print(f"  {PEER:<40} {n / wall:>9,.0f} changes/s  {wall:6.1f} s  process CPU "
+                  f"{peer_b['cpu']:5.1f} s  peak RSS {_mb(peer_b['maxrss'])}  commits "
+                  f"{peer_b['summary']['commits']}")  # fmt: skip
         v, rb = measured[0]
         n, wall = rb["summary"]["changes"], rb["wall"]
         rate = n / wall
@@ -976,6 +1051,12 @@ def main(argv: list[str] | None = None) -> int:
             f"\nRESULT [{v['label']}]: {rate:,.0f} changes/s end to end ({n:,} changes, {wall:.1f} s), "
             f"operator peak RSS {_mb(rb['maxrss'])}, Spark JVM peak {_mb(rb.get('jvm_peak', 0))}"
             + (f", parse {ratio:.1f}x python-mysql-replication" if ratio else "")
+            + (
+                f", {rate / (peer_b['summary']['changes'] / peer_b['wall']):.1f}x the peer's glue "
+                f"({peer_b['summary']['changes'] / peer_b['wall']:,.0f} changes/s)"
+                if peer_b
+                else ""
+            )
             + f"; target {what}: {'MET' if target_ok else 'MISSED'}; "
             f"lake == source: {'yes' if ok else 'NO'}; load average now "
             + " ".join(f"{x:.1f}" for x in os.getloadavg())
