@@ -447,7 +447,10 @@ def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] 
 
 
 def _generate(
-    schema: TableSchema, present: tuple[int, ...], partial_json: bool, made: Callable[[Any], Any] = lambda v: v
+    schema: TableSchema,
+    present: tuple[int, ...],
+    partial_json: bool,
+    made: Callable[[Any], Any] = lambda v: v,
 ) -> Callable[..., Any]:
     """Compile ``decode_row(b, p) -> (dict, p)`` for the columns in ``present`` (table indexes).
 

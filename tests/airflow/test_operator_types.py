@@ -217,13 +217,19 @@ def test_invalid_dates_stop_until_the_option_the_stop_names(source: Source) -> N
     db = source.db
     source.sql(
         f"CREATE TABLE `{db}`.`zd` (id INT PRIMARY KEY, d DATE, dt DATETIME(3), ts TIMESTAMP(3) NULL)",
-        f"INSERT INTO `{db}`.`zd` VALUES (1, '2024-01-02', '2024-01-02 03:04:05.678', '2024-01-02 03:04:05'), "
-        "(2, '2024-00-15', '2024-01-02 00:00:00', NULL)",
+        f"INSERT INTO `{db}`.`zd` VALUES (1, '2024-01-02', '2024-01-02 03:04:05.678', "
+        "'2024-01-02 03:04:05'), (2, '2024-00-15', '2024-01-02 00:00:00', NULL)",
     )
     with pytest.raises(InvalidDateError) as stopped:
         source.run("initial")
     message = str(stopped.value)
-    for part in (f"lake table {db}.zd", "'d'", "'2024-00-15'", "(the snapshot's read point)", "zero_dates='null'"):
+    for part in (
+        f"lake table {db}.zd",
+        "'d'",
+        "'2024-00-15'",
+        "(the snapshot's read point)",
+        "zero_dates='null'",
+    ):
         assert part in message, (part, message)
     assert re.search(r"at [\w.-]+:\d+ \(the snapshot", message), message
     nulls = TargetOptions(types=TypeOptions(zero_dates="null"))

@@ -73,9 +73,9 @@ def test_golden_zero_dates_carry_their_event_position() -> None:
     evs = [e for e in EVENTS if e.table == "all_types" and e.kind == "insert"]
     where = ("WRITE_ROWS_EVENT", "mysql-bin.000003:4321")  # the capture decodes without a file name
     evs = [dataclasses.replace(e, _where=where) for e in evs]
-    rows = [(e, r) for e in evs for r in fresh(e).rows if r.get("id") == 4]
+    rows = [r for e in evs for r in fresh(e).rows if r.get("id") == 4]
     assert rows
-    for ev, row in rows:
+    for row in rows:
         assert {k: row[k] for k in ("dt", "dtm", "dtm6", "ts")} == {
             "dt": InvalidDate("0000-00-00"),
             "dtm": InvalidDate("0000-00-00 00:00:00"),

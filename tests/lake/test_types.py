@@ -331,14 +331,24 @@ def test_invalid_dates_stop_naming_table_column_value_and_position_or_become_nul
     the lake table, the column, the value, its ``file:pos`` and the option; ``zero_dates="null"``
     writes NULL. Valid dates of the same columns are untouched."""
     cols = [ColumnDef("d", T.DATE), ColumnDef("dt", T.DATETIME2, fsp=0), ColumnDef("ts", T.TIMESTAMP2)]
-    good = (datetime.date(2024, 1, 2), datetime.datetime(2024, 1, 2, 3), datetime.datetime(2024, 1, 2, tzinfo=UTC))
+    good = (
+        datetime.date(2024, 1, 2),
+        datetime.datetime(2024, 1, 2, 3),
+        datetime.datetime(2024, 1, 2, tzinfo=UTC),
+    )
     for i, col in enumerate(cols):
         bad = InvalidDate("0000-00-00" if i == 0 else "0000-00-00 00:00:00", "mysql-bin.000002:777")
         lake = [LakeColumn(col.name, map_column(col, None, "lake.db.t"))]
         with pytest.raises(InvalidDateError) as err:
             to_arrow(lake, [(good[i],), (bad,), (None,)])
         msg = str(err.value)
-        for part in ("lake.db.t", repr(col.name), repr(bad.text), "mysql-bin.000002:777", "zero_dates='null'"):
+        for part in (
+            "lake.db.t",
+            repr(col.name),
+            repr(bad.text),
+            "mysql-bin.000002:777",
+            "zero_dates='null'",
+        ):
             assert part in msg, (part, msg)
         lake = [LakeColumn(col.name, map_column(col, TypeOptions(zero_dates="null"), "lake.db.t"))]
         assert to_arrow(lake, [(good[i],), (bad,), (None,)]).column(0).to_pylist() == [good[i], None, None]

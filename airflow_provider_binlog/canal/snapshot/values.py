@@ -3,10 +3,11 @@
 One converter per column, built from its :class:`~airflow_provider_binlog.binlog.columns.ColumnDef`
 (the session ``time_zone`` must be ``+00:00``): TIMESTAMP becomes aware UTC, zero, partial or
 invalid dates an :class:`~airflow_provider_binlog.binlog.columns.InvalidDate` of the server's text
-(pymysql returns them as text; the decoder makes the same text from the binlog), FLOAT the float32 value the binlog holds, BIT an
-``int``, JSON (MySQL's binary JSON type) parsed with a ``null`` document as ``JSON_NULL``, SET
-the comma-joined labels, binary strings ``bytes``, MariaDB's UUID/INET6/INET4 their text (as the
-decoder makes it from their binary form, :mod:`~airflow_provider_binlog.binlog.mariadb_types`).
+(pymysql returns them as text; the decoder makes the same text from the binlog), FLOAT the
+float32 value the binlog holds, BIT an ``int``, JSON (MySQL's binary JSON type) parsed with a
+``null`` document as ``JSON_NULL``, SET the comma-joined labels, binary strings ``bytes``,
+MariaDB's UUID/INET6/INET4 their text (as the decoder makes it from their binary form,
+:mod:`~airflow_provider_binlog.binlog.mariadb_types`).
 """
 
 from __future__ import annotations
