@@ -8,7 +8,8 @@ metadata for the types), ZooKeeper, Spark + Iceberg.
   (rendered from the lake type, :data:`TYPES`). Zero and partial dates are NULL on both paths
   under ``TypeOptions(zero_dates="null")`` (chosen for the whole run): asserted as such.
 * Invalid dates under the default (``zero_dates="error"``): the snapshot stops, then the binlog
-  stops, each naming lake table, column, value and ``file:pos``; the option the message names
+  stops, then an ``ADD COLUMN ... DATE NOT NULL`` (its zero date default), each naming lake table,
+  column, value and ``file:pos``; the option the message names
   then loads them (NULL) and the lake equals the source.
 * A lake table dropped by hand (the remedy a type-change stop names) is loaded again, whole, by
   ``snapshot="when_needed"``, the binlog after the cursor applied over it.
@@ -251,6 +252,15 @@ def test_invalid_dates_stop_until_the_option_the_stop_names(source: Source) -> N
     source.verify(["zd"])
     rows = _rows(source, "zd")
     assert rows[3]["dt"] is None and rows[4]["ts"] is None and rows[3]["d"] == dt.date(2024, 3, 4)
+    source.sql(f"ALTER TABLE `{db}`.`zd` ADD COLUMN z DATE NOT NULL")  # every row gets 0000-00-00
+    with pytest.raises(InvalidDateError) as stopped:
+        source.run("initial")
+    message = str(stopped.value)
+    for part in ("'z'", "'0000-00-00'", "the default the ALTER gives every row", "zero_dates='null'"):
+        assert part in message, (part, message)
+    assert re.search(r"at [\w.-]+\.\d+:\d+ \(the default the ALTER", message), message
+    source.run("initial", nulls)
+    source.verify(["zd"])
 
 
 def test_a_dropped_lake_table_is_reloaded_by_when_needed(source: Source) -> None:
