@@ -33,7 +33,8 @@ enum {
     K_YEAR = 5,       /* one byte, +1900 unless 0 */
     K_BIT = 6,        /* p1 = bytes 1..8, big-endian unsigned */
     K_STR = 7,        /* p1 = length width 1..4, p2 = TXT_*, p3 = pad length, obj = codec/mapping */
-    K_DATE = 8,       /* 3 bytes; None when Python's date() would refuse it */
+    K_DATE = 8,       /* 3 bytes; a date Python's date() refuses declines the event (Python makes
+                         its InvalidDate, with the event's position) */
     K_DATETIME2 = 9,  /* p1 = fraction bytes 0..3 */
     K_TIMESTAMP2 = 10, /* p1 = fraction bytes 0..3 */
     K_TIME2 = 11,     /* p1 = fraction bytes 0..3 */
@@ -241,7 +242,7 @@ static inline int days_in_month(long y, long m) {
     return dim[m];
 }
 
-/* the checks datetime.date()/datetime() make (they raise ValueError, the decoder returns None) */
+/* the checks datetime.date()/datetime() make (they raise ValueError; C declines the event) */
 static inline int valid_date(long y, long m, long d) {
     return y >= 1 && y <= 9999 && m >= 1 && m <= 12 && d >= 1 && d <= days_in_month(y, m);
 }
@@ -484,7 +485,8 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 uint32_t x = (uint32_t)le(b + p, 3);
                 p += 3;
                 long y = (long)(x >> 9), m = (long)((x >> 5) & 15), d = (long)(x & 31);
-                v = valid_date(y, m, d) ? PyDate_FromDate((int)y, (int)m, (int)d) : Py_NewRef(Py_None);
+                if (!valid_date(y, m, d)) goto bail; /* an invalid date: Python's InvalidDate */
+                v = PyDate_FromDate((int)y, (int)m, (int)d);
                 break;
             }
             case K_DATETIME2: {
@@ -500,7 +502,7 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 if (x >= 0 && valid_date(y, m, d) && hh < 24 && mi < 60 && ss < 60 && us < 1000000)
                     v = PyDateTime_FromDateAndTime((int)y, (int)m, (int)d, (int)hh, (int)mi, (int)ss, (int)us);
                 else
-                    v = Py_NewRef(Py_None);
+                    goto bail; /* an invalid date: Python's InvalidDate */
                 break;
             }
             case K_TIMESTAMP2: {
@@ -508,10 +510,7 @@ static PyObject *decode_row(const Plan *plan, PyObject *body, const uint8_t *b, 
                 NEED(4 + n);
                 uint64_t raw = be(b + p, 4 + n);
                 p += 4 + n;
-                if (raw == 0) {
-                    v = Py_NewRef(Py_None);
-                    break;
-                }
+                if (raw == 0) goto bail; /* the zero TIMESTAMP: Python's InvalidDate */
                 int64_t secs = (int64_t)(raw >> (8 * n));
                 int64_t us = n ? (int64_t)(raw & (((uint64_t)1 << (8 * n)) - 1)) * FRAC_MULT[n] : 0;
                 secs += us / 1000000;

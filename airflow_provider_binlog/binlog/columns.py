@@ -9,11 +9,12 @@ TINY/SHORT/INT24/LONG/LONGLONG ``int`` (unsigned when the column is unsigned)
 FLOAT, DOUBLE                 ``float``
 DECIMAL, NEWDECIMAL           ``decimal.Decimal`` (exact, up to 65 digits)
 YEAR                          ``int`` (``0`` for the zero year)
-DATE                          ``datetime.date``; zero or partial dates (``0000-00-00``,
-                              ``2020-00-10``) -> ``None``
+DATE                          ``datetime.date``; a date Python cannot hold (zero or partial,
+                              ``0000-00-00``, ``2020-00-10``, year 0, ``2020-02-31``) is an
+                              :class:`InvalidDate` with MySQL's text
 TIME, TIME2                   ``datetime.timedelta`` (negative and over 24 h as stored)
-DATETIME, DATETIME2           naive ``datetime.datetime``; zero/partial -> ``None``
-TIMESTAMP, TIMESTAMP2         ``datetime.datetime`` in UTC (tz-aware); zero -> ``None``
+DATETIME, DATETIME2           naive ``datetime.datetime``; zero/partial: :class:`InvalidDate`
+TIMESTAMP, TIMESTAMP2         ``datetime.datetime`` in UTC (tz-aware); zero: :class:`InvalidDate`
 CHAR/VARCHAR/TEXT             ``str`` decoded with the column's charset
 BINARY/VARBINARY/BLOB         ``bytes``
 ENUM                          ``str`` label when labels are known, else ``int`` index
@@ -59,6 +60,46 @@ class _JsonNull:
 
 
 JSON_NULL = _JsonNull()
+
+
+class InvalidDate:
+    """A DATE, DATETIME or TIMESTAMP value no Python date type holds: MySQL's zero date, a partial
+    date (month or day 0), year 0, or an invalid day ``ALLOW_INVALID_DATES`` let in.
+
+    The binlog decoder and the snapshot's SELECT make the same one (the lake decides what becomes
+    of it: ``TypeOptions.zero_dates``). Equal, and hashed, by :attr:`text`.
+
+    :param text: the value as MySQL prints it (``0000-00-00``, ``2020-00-10 01:02:03.000004``; the
+        fraction with the column's digits).
+    :param position: ``file:pos`` of the row event it came from (set by the binlog decoder), or of
+        the snapshot that read it; ``None`` when unknown.
+    """
+
+    __slots__ = ("position", "text")
+
+    def __init__(self, text: str, position: str | None = None) -> None:
+        self.text = text
+        self.position = position
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is InvalidDate and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(("InvalidDate", self.text))
+
+    def __repr__(self) -> str:
+        return f"InvalidDate({self.text!r})"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __reduce__(self) -> tuple[type[InvalidDate], tuple[str, str | None]]:
+        return InvalidDate, (self.text, self.position)
+
+
+def frac_text(us: int, fsp: int) -> str:
+    """``.ffffff`` cut to ``fsp`` digits as MySQL prints a fraction (``""`` for ``fsp`` 0)."""
+    return f".{us:06d}"[: fsp + 1] if fsp else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,7 +181,11 @@ class RowsEvent:
     def _located(self, keep: frozenset[int] | None) -> list[Any]:
         """:meth:`_decode_rows`, its errors naming the event type and position."""
         try:
-            return self._decode_rows(keep)
+            rows = self._decode_rows(keep)
+            tm = self.table_map
+            if tm is not None and tm.row_decoder().invalid:  # dates no Python type holds: where from
+                tm.row_decoder().stamp(self._where[1])
+            return rows
         except DecodeError as e:
             raise e.located(event_type=self._where[0], position=self._where[1]) from None
         except BinlogCdcError:

@@ -15,8 +15,10 @@ Choices documented here (the contract leaves them open):
   :class:`DecodeError` naming the column when a non-NULL value is decoded.
 * MySQL ``latin1`` is Windows-1252 with the five unassigned bytes as C1 controls, as MySQL does.
 * ENUM index 0 (the "invalid value" MySQL stores for bad input) decodes as ``""``, as SELECT shows.
-* Zero/partial dates -> ``None``; so are dates Python cannot hold: year 0 (``0000-01-01``) and the
-  invalid dates ``ALLOW_INVALID_DATES`` lets in (``2020-02-31``).
+* Zero/partial dates -> :class:`~.columns.InvalidDate` with MySQL's text; so are dates Python
+  cannot hold: year 0 (``0000-01-01``) and the invalid dates ``ALLOW_INVALID_DATES`` lets in
+  (``2020-02-31``). The C decoder declines an event holding one (Python decodes it); each one made
+  is recorded in :attr:`RowDecoder.invalid` and the rows event stamps its ``file:pos`` on it.
 * Old DECIMAL (MySQL < 5.0, type 0) carries no length in the binlog: DecodeError, as mysqlbinlog.
 * MariaDB JSON is LONGTEXT: ``str``; if a schema resolver marks the column JSON, it is parsed.
 """
@@ -32,7 +34,14 @@ from decimal import Decimal
 from typing import Any
 
 from airflow_provider_binlog.binlog import json_binary, mariadb_types, values_native
-from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, JSON_NULL, ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.columns import (
+    BINARY_COLLATION,
+    JSON_NULL,
+    ColumnDef,
+    InvalidDate,
+    TableSchema,
+    frac_text,
+)
 from airflow_provider_binlog.binlog.constants import ColumnType
 from airflow_provider_binlog.binlog.decimal_binary import DIG2BYTES, Reader, decimal_reader
 from airflow_provider_binlog.binlog.errors import DecodeError
@@ -92,15 +101,46 @@ def _read_time(b: bytes, p: int) -> tuple[Any, int]:
 def _read_datetime(b: bytes, p: int) -> tuple[Any, int]:
     v = struct.unpack_from("<Q", b, p)[0]
     d, t = divmod(v, 1000000)
-    year, month, day = d // 10000, d // 100 % 100, d % 100
-    if not (year and month and day):
-        return None, p + 8
-    return dt.datetime(year, month, day, t // 10000, t // 100 % 100, t % 100), p + 8
+    year, month, day, hh, mi, ss = d // 10000, d // 100 % 100, d % 100, t // 10000, t // 100 % 100, t % 100
+    try:
+        return dt.datetime(year, month, day, hh, mi, ss), p + 8
+    except ValueError:
+        return InvalidDate(f"{year:04d}-{month:02d}-{day:02d} {hh:02d}:{mi:02d}:{ss:02d}"), p + 8
+
+
+ZERO_DATETIME = "0000-00-00 00:00:00"
 
 
 def _read_timestamp(b: bytes, p: int) -> tuple[Any, int]:
     v = struct.unpack_from("<I", b, p)[0]
-    return (_EPOCH + dt.timedelta(seconds=v) if v else None), p + 4
+    return (_EPOCH + dt.timedelta(seconds=v) if v else InvalidDate(ZERO_DATETIME)), p + 4
+
+
+def invalid_date(x: int) -> InvalidDate:
+    """The :class:`InvalidDate` of a DATE's 3-byte value ``x`` (day, month, year bit fields)."""
+    return InvalidDate(f"{x >> 9:04d}-{(x >> 5) & 15:02d}-{x & 31:02d}")
+
+
+def invalid_datetime2(x: int, us: int, fsp: int) -> InvalidDate:
+    """The :class:`InvalidDate` of a DATETIME2 value (``x`` its integer part, ``us`` microseconds)."""
+    ym = x >> 22
+    return InvalidDate(
+        f"{ym // 13:04d}-{ym % 13:02d}-{(x >> 17) & 31:02d} "
+        f"{(x >> 12) & 31:02d}:{(x >> 6) & 63:02d}:{x & 63:02d}{frac_text(us, fsp)}"
+    )
+
+
+def _declining(reader: Reader) -> Reader:
+    """``reader`` raising instead of returning an :class:`InvalidDate` (the C decoder's twin: it
+    then declines the event, and the Python decoder makes and records the value)."""
+
+    def read(b: bytes, p: int) -> tuple[Any, int]:
+        v, q = reader(b, p)
+        if type(v) is InvalidDate:
+            raise ValueError("invalid date")
+        return v, q
+
+    return read
 
 
 def _length_prefixed(width: int) -> Callable[[bytes, int], tuple[int, int]]:
@@ -201,6 +241,9 @@ class _Gen:
             "datetime": dt.datetime,
             "timedelta": dt.timedelta,
             "EPOCH": _EPOCH,
+            "InvalidDate": InvalidDate,
+            "invalid_date": invalid_date,
+            "invalid_datetime2": invalid_datetime2,
         }
         self.structs: dict[str, str] = {}
 
@@ -291,6 +334,9 @@ def _column_code(g: _Gen, col: ColumnDef, out: str) -> list[str]:
         return inline
     if t == T.NULL:
         return [f"{out} = None"]
+    if t in (T.DATETIME, T.TIMESTAMP):  # the old formats: an invalid date is recorded
+        return [f"{out}, p = {g.const('R_', reader_for(col))}(b, p)", f"if type({out}) is InvalidDate:",
+                f"    made({out})"]  # fmt: skip
     return [f"{out}, p = {g.const('R_', reader_for(col))}(b, p)"]
 
 
@@ -327,9 +373,17 @@ def reader_for(col: ColumnDef) -> Reader:
     return reader
 
 
+def native_reader_for(col: ColumnDef) -> Reader:
+    """:func:`reader_for` as the C decoder calls it: the old DATETIME/TIMESTAMP readers raise on an
+    invalid date (so C declines the event and the Python decoder records the value)."""
+    reader = reader_for(col)
+    return _declining(reader) if col.type in (T.DATETIME, T.TIMESTAMP) else reader
+
+
 def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] | None:
     """Straight-line code for the hot temporal and DECIMAL types (same results as the readers above;
-    dates Python cannot hold, i.e. zero, partial or invalid ones, become ``None``)."""
+    dates Python cannot hold, i.e. zero, partial or invalid ones, become an :class:`InvalidDate`,
+    passed to ``made``: the decoder's record of them)."""
     t = col.type
     if t in (T.DATE, T.NEWDATE):
         return [
@@ -338,7 +392,7 @@ def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] 
             "try:",
             f"    {out} = date(x >> 9, (x >> 5) & 15, x & 31)",
             "except ValueError:",
-            f"    {out} = None",
+            f"    {out} = made(invalid_date(x))",
         ]
     if t == T.DATETIME2:
         n = ((col.fsp or 0) + 1) // 2
@@ -355,15 +409,17 @@ def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] 
             f"    {out} = datetime(ym // 13, ym % 13, (x >> 17) & 31,"
             " (x >> 12) & 31, (x >> 6) & 63, x & 63, us)",
             "except ValueError:",
-            f"    {out} = None",
+            f"    {out} = made(invalid_datetime2(x, us, {col.fsp or 0}))",
         ]
     if t == T.TIMESTAMP2:
         n = ((col.fsp or 0) + 1) // 2
         lines = [f"x = from_bytes(b[p:p + {4 + n}], 'big')", f"p += {4 + n}"]
+        zero = repr(ZERO_DATETIME + frac_text(0, col.fsp or 0))
+        lines += ["if not x:", f"    {out} = made(InvalidDate({zero}))", "else:"]
         if n:
             secs, us = f"x >> {8 * n}", f"(x & {(1 << 8 * n) - 1}) * {_FRAC_MULT[n]}"
-            return [*lines, f"{out} = EPOCH + timedelta(seconds={secs}, microseconds={us}) if x else None"]
-        return [*lines, f"{out} = EPOCH + timedelta(seconds=x) if x else None"]
+            return [*lines, f"    {out} = EPOCH + timedelta(seconds={secs}, microseconds={us})"]
+        return [*lines, f"    {out} = EPOCH + timedelta(seconds=x)"]
     if t == T.NEWDECIMAL:
         precision, scale = col.precision or 0, col.scale or 0
         reader, size = decimal_reader(precision, scale)
@@ -390,14 +446,21 @@ def _inline_temporal_or_decimal(g: _Gen, col: ColumnDef, out: str) -> list[str] 
     return None
 
 
-def _generate(schema: TableSchema, present: tuple[int, ...], partial_json: bool) -> Callable[..., Any]:
+def _generate(
+    schema: TableSchema,
+    present: tuple[int, ...],
+    partial_json: bool,
+    made: Callable[[Any], Any] = lambda v: v,
+) -> Callable[..., Any]:
     """Compile ``decode_row(b, p) -> (dict, p)`` for the columns in ``present`` (table indexes).
 
     With ``partial_json`` the function is ``decode_row(b, p, partial)`` and JSON columns whose bit
     is set in ``partial`` (one bit per JSON column of the table) are read as JSON diffs (a
-    :class:`json_binary.JsonDiffs`), to be applied to the before image by the caller.
+    :class:`json_binary.JsonDiffs`), to be applied to the before image by the caller. ``made`` is
+    called with every :class:`InvalidDate` made (and returns it).
     """
     g = _Gen()
+    g.ns["made"] = made
     cols = schema.columns
     nbytes = (len(present) + 7) // 8
     json_index = {i: k for k, i in enumerate(i for i, c in enumerate(cols) if c.type == T.JSON)}
@@ -530,13 +593,28 @@ class RowDecoder:
     absent from the dict.
     """
 
-    __slots__ = ("_fns", "_plans", "names", "schema")
+    __slots__ = ("_fns", "_made", "_plans", "invalid", "names", "schema")
 
     def __init__(self, schema: TableSchema) -> None:
         self.schema = schema
         self.names = schema.column_names
         self._fns: dict[tuple[bytes, bool], Callable[..., Any]] = {}
         self._plans: dict[tuple[bytes, frozenset[int] | None], Any] = {}
+        self.invalid: list[InvalidDate] = []
+        """The :class:`InvalidDate` values made since the caller last emptied it (see :meth:`stamp`)."""
+        append = self.invalid.append
+
+        def made(v: InvalidDate) -> InvalidDate:
+            append(v)
+            return v
+
+        self._made = made
+
+    def stamp(self, position: str | None) -> None:
+        """Set ``position`` (the rows event's ``file:pos``) on the invalid dates made, and forget them."""
+        for v in self.invalid:
+            v.position = position
+        self.invalid.clear()
 
     def row_function(self, present: bytes, partial_json: bool = False) -> Callable[..., Any]:
         """The compiled ``decode_row(b, p[, partial]) -> (row, p)`` for a columns-present bitmap."""
@@ -545,7 +623,7 @@ class RowDecoder:
         if fn is None:
             n = len(self.schema.columns)
             idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
-            fn = self._fns[key] = _generate(self.schema, idx, partial_json)
+            fn = self._fns[key] = _generate(self.schema, idx, partial_json, self._made)
         return fn
 
     def native_plan(self, present: bytes, keep: frozenset[int] | None = None) -> Any:
@@ -563,7 +641,7 @@ class RowDecoder:
             n = len(self.schema.columns)
             idx = tuple(i for i in range(n) if present[i >> 3] >> (i & 7) & 1)
             plan = self._plans[(present, keep)] = values_native.plan(
-                _native, self.schema, idx, reader_for, _MYSQL_LATIN1, keep
+                _native, self.schema, idx, native_reader_for, _MYSQL_LATIN1, keep
             )
         return plan
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
-from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef, InvalidDate, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition, file_number
 from airflow_provider_binlog.canal.change import (
@@ -105,15 +105,20 @@ def column_def(name: str, mysql_type: str, sql_type: int) -> ColumnDef:
     raise CanalProtocolError(f"column {name!r}: canal type {mysql_type!r} is not known here")
 
 
-def _parse_dt(text: str) -> dt.datetime | None:
-    if text.startswith("0000-00-00"):
-        return None
-    return dt.datetime.fromisoformat(text)
+def _parse_dt(text: str) -> dt.datetime | InvalidDate:
+    """A DATETIME's text; a zero, partial or invalid one is an :class:`InvalidDate` (as the decoder
+    makes it)."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        if text[:4].isdigit() and text[4:5] == "-":
+            return InvalidDate(text)
+        raise
 
 
-def _parse_ts(text: str) -> dt.datetime | None:
+def _parse_ts(text: str) -> dt.datetime | InvalidDate:
     local = _parse_dt(text)
-    return None if local is None else local.astimezone().astimezone(dt.timezone.utc)
+    return local if isinstance(local, InvalidDate) else local.astimezone().astimezone(dt.timezone.utc)
 
 
 def _parse_time(text: str) -> dt.timedelta:
@@ -124,8 +129,13 @@ def _parse_time(text: str) -> dt.timedelta:
     return sign * dt.timedelta(hours=h, minutes=m, seconds=s, microseconds=us)
 
 
-def _parse_date(text: str) -> dt.date | None:
-    return None if text.startswith("0000-00-00") else dt.date.fromisoformat(text)
+def _parse_date(text: str) -> dt.date | InvalidDate:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        if text[:4].isdigit() and text[4:5] == "-":
+            return InvalidDate(text)
+        raise
 
 
 def parser(col: ColumnDef, sql_type: int) -> Callable[[str], Any]:

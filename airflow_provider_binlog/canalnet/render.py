@@ -26,9 +26,9 @@ GEOMETRY
 JSON                        VARCHAR              the document as MySQL prints it
 ==========================  ===================  ============================================
 
-Where our decoder keeps less than canal's (:mod:`..binlog.columns`): a zero DATE/DATETIME/TIMESTAMP
-in a NOT NULL column renders as canal's zero text (``0000-00-00 ...``); a partial date
-(``2020-00-10``) or a zero date in a nullable column decodes to ``None`` and renders as NULL.
+A zero, partial or invalid DATE/DATETIME/TIMESTAMP (the decoder's
+:class:`~..binlog.columns.InvalidDate`) renders as the server's text, as canal's does
+(``0000-00-00``, ``2020-00-10 01:02:03``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
+from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, InvalidDate
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 
 
@@ -200,10 +200,20 @@ def renderer(col: ColumnDef) -> Renderer:
     if t in (T.DATETIME, T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2):
         fmt = _timestamp if t in (T.TIMESTAMP, T.TIMESTAMP2) else _datetime
         zero = None if col.nullable else _ZERO_DT + _frac(0, col.fsp)
-        return lambda v: (Types.TIMESTAMP, zero if v is None else fmt(v, col))
+        return lambda v: (
+            Types.TIMESTAMP,
+            zero if v is None else v.text if type(v) is InvalidDate else fmt(v, col),
+        )
     if t in (T.DATE, T.NEWDATE):
         zero_d = None if col.nullable else _ZERO[t]
-        return lambda v: (Types.DATE, zero_d if v is None else f"{v.year:04d}-{v.month:02d}-{v.day:02d}")
+        return lambda v: (
+            Types.DATE,
+            zero_d
+            if v is None
+            else v.text
+            if type(v) is InvalidDate
+            else f"{v.year:04d}-{v.month:02d}-{v.day:02d}",
+        )
     if t in (T.TIME, T.TIME2):
         return lambda v: (Types.TIME, None if v is None else _time(v, col))
     if t == T.YEAR:

@@ -19,7 +19,9 @@ DOUBLE                          double                 float64              as i
 BIT(n), n <= 63                 bigint                 int64                the bits as a number
 BIT(64)                         decimal(20,0)          decimal128(20,0)     the bits as a number
 YEAR                            int                    int32                0 for the zero year
-DATE                            date                   date32               zero/partial dates are NULL
+DATE                            date                   date32               as is; an invalid date stops
+                                                                            (or NULL with zero_dates=
+                                                                            "null"), see below
 TIME                            bigint                 int64                signed microseconds
                                                                             (-838:59:59 .. 838:59:59)
 DATETIME                        timestamp_ntz          timestamp[us]        wall clock, no zone
@@ -38,6 +40,17 @@ GEOMETRY                        binary                 binary               WKB 
 VECTOR                          array<float>           list<float32>        as is
 ==============================  =====================  ===================  ==============================
 
+Invalid dates: MariaDB and MySQL (``sql_mode`` without ``NO_ZERO_DATE``/``NO_ZERO_IN_DATE``, or
+with ``ALLOW_INVALID_DATES``) store DATE, DATETIME and TIMESTAMP values no date type holds: the zero
+date ``0000-00-00`` (``0000-00-00 00:00:00``), partial dates (``2024-00-15``, ``2024-03-00``), year 0
+and days a month lacks (``2024-02-31``). Both paths, the binlog decoder and the snapshot's SELECT,
+make the same :class:`~airflow_provider_binlog.binlog.columns.InvalidDate` of them; staging then
+does what ``TypeOptions.zero_dates`` says: ``"error"`` (default) stops with
+:class:`InvalidDateError` naming the lake table, the column, the value and its ``file:pos`` (a
+change the table's mark covers is skipped before, so a replay over a re-snapshot does not stop);
+``"null"`` writes NULL, chosen knowingly. (No ``"string"`` choice: a text column would hold every
+date of the column as text, and the date type could not come back without a re-created table.)
+
 Every Iceberg column is nullable. SQL NULL is NULL everywhere. TIME becomes microseconds rather than
 Iceberg ``time`` because MySQL times are durations (negative, over 24 hours) that ``time`` cannot hold.
 
@@ -48,6 +61,7 @@ float -> double, decimal(p,s) -> decimal(p2,s) with p2 > p (see :func:`widening`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import decimal
 import json
@@ -58,9 +72,9 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
+from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, InvalidDate
 from airflow_provider_binlog.binlog.constants import ColumnType as T
-from airflow_provider_binlog.lake.errors import TypeMappingError
+from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
 
 MAX_ICEBERG_DECIMAL_PRECISION = 38
 
@@ -73,10 +87,53 @@ class TypeOptions:
 
     :param decimal_overflow: DECIMAL with precision over 38: ``"error"`` (default) or ``"string"``.
     :param geometry: ``"wkb"`` (default, standard WKB) or ``"mysql"`` (SRID prefix + WKB, as stored).
+    :param zero_dates: a DATE/DATETIME/TIMESTAMP value no date type holds (zero, partial, invalid;
+        see the module docstring): ``"error"`` (default, stop naming table, column, value and
+        ``file:pos``) or ``"null"`` (write NULL).
     """
 
     decimal_overflow: Literal["error", "string"] = "error"
     geometry: Literal["wkb", "mysql"] = "wkb"
+    zero_dates: Literal["error", "null"] = "error"
+
+    def __post_init__(self) -> None:
+        if self.zero_dates not in ("error", "null"):
+            raise TypeMappingError(f"TypeOptions(zero_dates={self.zero_dates!r}): use 'error' or 'null'")
+
+
+class InvalidDateError(LakeError):
+    """A DATE/DATETIME/TIMESTAMP value no lake date type holds, under ``zero_dates="error"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidDates:
+    """What staging does with a temporal column's :class:`InvalidDate` values.
+
+    :param mode: ``TypeOptions.zero_dates``.
+    :param table: the lake table, for the error.
+    """
+
+    mode: Literal["error", "null"]
+    table: str
+
+    def resolve(self, column: str, values: list[Any]) -> list[Any] | None:
+        """``values`` with the invalid dates as NULL (mode ``"null"``); ``None`` when there are none
+        (the staging error stands).
+
+        :raises InvalidDateError: mode ``"error"`` and there is one.
+        """
+        bad = next((v for v in values if type(v) is InvalidDate), None)
+        if bad is None:
+            return None
+        if self.mode == "null":
+            return [None if type(v) is InvalidDate else v for v in values]
+        where = f"the row at {bad.position}" if bad.position else "a row"
+        raise InvalidDateError(
+            f"lake table {self.table or '?'} column {column!r}: {where} holds {bad.text!r}, a date no lake "
+            "date type can hold (a zero, partial or invalid date); to write NULL for such values, set "
+            "target_options=TargetOptions(types=TypeOptions(zero_dates='null')) for this table and "
+            "run again (the run goes on from the last commit)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +153,8 @@ class LakeType:
     arrow: pa.DataType
     convert: Converter | None = None
     arrow_native: bool = False
+    invalid_dates: InvalidDates | None = None
+    """For DATE, DATETIME and TIMESTAMP columns: what becomes of an invalid date."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +302,10 @@ def decimal_type(precision: int, scale: int) -> LakeType:
     )
 
 
+def _temporal(base: LakeType, opts: TypeOptions, table: str) -> LakeType:
+    return dataclasses.replace(base, invalid_dates=InvalidDates(opts.zero_dates, table))
+
+
 def map_column(col: ColumnDef, options: TypeOptions | None = None, table: str = "") -> LakeType:
     """Return the lake type of one MySQL column; raise :class:`TypeMappingError` naming it if none.
 
@@ -278,13 +341,13 @@ def map_column(col: ColumnDef, options: TypeOptions | None = None, table: str = 
         nbits = (col.meta >> 8) * 8 + (col.meta & 0xFF)
         return BIGINT if 0 < nbits <= 63 else UBIGINT
     if t in (T.DATE, T.NEWDATE):
-        return DATE
+        return _temporal(DATE, opts, table)
     if t in (T.TIME, T.TIME2):
         return TIME
     if t in (T.DATETIME, T.DATETIME2):
-        return DATETIME
+        return _temporal(DATETIME, opts, table)
     if t in (T.TIMESTAMP, T.TIMESTAMP2):
-        return TIMESTAMP
+        return _temporal(TIMESTAMP, opts, table)
     if t in _TEXT_OR_BINARY:
         if col.plugin_type is not None:  # MariaDB's UUID/INET6/INET4, decoded to their text
             return STRING

@@ -18,6 +18,8 @@ import test_operator_ddl
 from airflow_harness import make_context
 from test_operator_ddl import Harness
 
+from airflow_provider_binlog.lake.options import TargetOptions
+from airflow_provider_binlog.lake.types import TypeOptions
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -165,8 +167,10 @@ def test_hash_truncate_and_exchange_resnapshot_exactly(harness: Harness) -> None
 
 
 def test_a_partial_date_in_the_partitioning_column_stops_then_the_remedy(harness: Harness) -> None:
-    """A partial date (``2024-05-00``) is NULL in the lake but lies in a middle RANGE partition in
-    MariaDB: the lake cannot tell its partition, so the run stops naming the remedy, which works."""
+    """A partial date (``2024-05-00``) is NULL in the lake (``zero_dates="null"``, chosen; by default
+    it stops before) but lies in a middle RANGE partition in MariaDB: the lake cannot tell its
+    partition, so the run stops naming the remedy, which works."""
+    nulls = TargetOptions(types=TypeOptions(zero_dates="null"))
     h, db = harness, harness.db
     h.sql(
         "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",  # no NO_ZERO_IN_DATE: partial dates are taken
@@ -174,12 +178,12 @@ def test_a_partial_date_in_the_partitioning_column_stops_then_the_remedy(harness
         "PARTITION p0 VALUES LESS THAN ('2024-01-01'), PARTITION p1 VALUES LESS THAN (MAXVALUE))",
         f"INSERT INTO {db}.d VALUES (1, '2023-01-01'), (2, '2024-05-00'), (3, '2024-06-01')",
     )
-    h.run()
+    h.run(target_options=nulls)
     h.sql(f"ALTER TABLE {db}.d TRUNCATE PARTITION p1")
     with pytest.raises(Exception, match="partial or invalid") as stopped:
-        h.run()
+        h.run(target_options=nulls)
     assert 'on_schema_change={"partition": "resnapshot"}' in str(stopped.value), str(stopped.value)
-    summary = h.run(on_schema_change={"partition": "resnapshot"})
+    summary = h.run(on_schema_change={"partition": "resnapshot"}, target_options=nulls)
     assert _resnapshotted(summary) == [f"{db}.d"], summary.get("resnapshots")
     _, source = h.source("d")
     _, lake = h.lake("d")

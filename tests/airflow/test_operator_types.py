@@ -5,8 +5,12 @@ metadata for the types), ZooKeeper, Spark + Iceberg.
 * Type by type (a table per type), the same values are written twice: rows that exist before the
   first run come through the snapshot (``snapshot="initial"``), the same values under other keys
   after it through the binlog. The two lake values are equal, and equal to the source's text
-  (rendered from the lake type, :data:`TYPES`). Zero and partial dates are NULL on both paths (the
-  documented mapping, ``binlog/columns.py``): asserted as such.
+  (rendered from the lake type, :data:`TYPES`). Zero and partial dates are NULL on both paths
+  under ``TypeOptions(zero_dates="null")`` (chosen for the whole run): asserted as such.
+* Invalid dates under the default (``zero_dates="error"``): the snapshot stops, then the binlog
+  stops, then an ``ADD COLUMN ... DATE NOT NULL`` (its zero date default), each naming lake table,
+  column, value and ``file:pos``; the option the message names
+  then loads them (NULL) and the lake equals the source.
 * A lake table dropped by hand (the remedy a type-change stop names) is loaded again, whole, by
   ``snapshot="when_needed"``, the binlog after the cursor applied over it.
 * ``INT(5) ZEROFILL`` -> ``VARCHAR``: the server rewrites the rows to ``'00007'`` without row
@@ -29,7 +33,9 @@ from test_operator_ddl import Harness
 
 from airflow_provider_binlog.canal.sql.operations import SourceOperationError
 from airflow_provider_binlog.dev.services import MariaDbServer
+from airflow_provider_binlog.lake.options import TargetOptions
 from airflow_provider_binlog.lake.sql import quote_parts
+from airflow_provider_binlog.lake.types import InvalidDateError, TypeOptions
 from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -95,7 +101,7 @@ TYPES: dict[str, tuple[str, list[str], str, Callable[[Any], str]]] = {
     "time6": ("TIME(6)", ["'-838:59:59'", "'12:34:56.789012'", "'00:00:00'", "'838:59:59.000000'"],
               "CAST(v AS CHAR)", _time),
 }  # fmt: skip
-# zero and partial dates: NULL in the lake on both paths
+# zero and partial dates: NULL in the lake on both paths (zero_dates="null")
 NULL_DATES: dict[str, tuple[str, list[str]]] = {
     "zdate": ("DATE", ["'0000-00-00'", "'2020-00-10'", "'2020-05-00'"]),
     "zdatetime": ("DATETIME(6)", ["'0000-00-00 00:00:00'", "'2020-00-10 01:02:03.000004'"]),
@@ -128,10 +134,11 @@ class Source:
     def tables(self) -> dict[str, str]:
         return {f"{self.db}.*": f"lake.{self.db}.{{table}}"}
 
-    def run(self, snapshot: str) -> dict[str, Any]:
+    def run(self, snapshot: str, target_options: TargetOptions | None = None) -> dict[str, Any]:
         op = BinlogToSparkOperator(
             task_id="load", destination=self.dest, tables=self.tables, warehouse=self.warehouse,
             spark_master="local[2]", stop_spark=False, mysql_conn_id="mysql_types", snapshot=snapshot,
+            target_options=target_options,
         )  # fmt: skip
         return op.execute(make_context(run_id=f"r-{uuid.uuid4().hex[:6]}"))
 
@@ -175,10 +182,11 @@ def test_snapshot_and_binlog_agree_type_by_type(source: Source) -> None:
     for name, (ctype, literals) in every.items():
         source.sql(f"CREATE TABLE `{source.db}`.`{name}` (id INT PRIMARY KEY, v {ctype})")
         _insert(source, name, [*literals, "NULL"], 0)
-    source.run("initial")  # the rows come from the snapshot
+    nulls = TargetOptions(types=TypeOptions(zero_dates="null"))
+    source.run("initial", nulls)  # the rows come from the snapshot
     for name, (_ctype, literals) in every.items():
         _insert(source, name, [*literals, "NULL"], BINLOG_OFFSET)
-    summary = source.run("initial")  # the same values from the binlog
+    summary = source.run("initial", nulls)  # the same values from the binlog
     assert summary["changes"] >= sum(len(lits) + 1 for _, lits in every.values())
     for name, (_ctype, literals, text_sql, render) in TYPES.items():
         lake = source.lake(name)
@@ -195,6 +203,64 @@ def test_snapshot_and_binlog_agree_type_by_type(source: Source) -> None:
         assert len(lake) == 2 * (len(literals) + 1), (name, lake)
         assert set(lake.values()) == {None}, (name, lake)
     source.verify(list(every))
+
+
+def _rows(source: Source, table: str) -> dict[int, Any]:
+    name = quote_parts(("lake", source.db, table))
+    source.spark.catalog.refreshTable(name)
+    return {r["id"]: r for r in source.spark.table(name).collect()}
+
+
+@pytest.mark.parametrize("server", ["full"], indirect=True)
+def test_invalid_dates_stop_until_the_option_the_stop_names(source: Source) -> None:
+    """The snapshot's and then the binlog's invalid dates stop by default, naming lake table,
+    column, value and ``file:pos``; ``zero_dates='null'`` (what the message says) loads them."""
+    db = source.db
+    source.sql(
+        f"CREATE TABLE `{db}`.`zd` (id INT PRIMARY KEY, d DATE, dt DATETIME(3), ts TIMESTAMP(3) NULL)",
+        f"INSERT INTO `{db}`.`zd` VALUES (1, '2024-01-02', '2024-01-02 03:04:05.678', "
+        "'2024-01-02 03:04:05'), (2, '2024-00-15', '2024-01-02 00:00:00', NULL)",
+    )
+    with pytest.raises(InvalidDateError) as stopped:
+        source.run("initial")
+    message = str(stopped.value)
+    for part in (
+        f"lake table {db}.zd",
+        "'d'",
+        "'2024-00-15'",
+        "(the snapshot's read point)",
+        "zero_dates='null'",
+    ):
+        assert part in message, (part, message)
+    assert re.search(r"at [\w.-]+:\d+ \(the snapshot", message), message
+    nulls = TargetOptions(types=TypeOptions(zero_dates="null"))
+    source.run("initial", nulls)  # the remedy, as written
+    source.verify(["zd"])
+    rows = _rows(source, "zd")
+    assert sorted(rows) == [1, 2] and rows[2]["d"] is None and rows[1]["d"] == dt.date(2024, 1, 2)
+    source.sql(
+        f"INSERT INTO `{db}`.`zd` VALUES (3, '2024-03-04', '0000-00-00 00:00:00', '2024-01-02 03:04:05')",
+        f"INSERT INTO `{db}`.`zd` VALUES (4, '2024-03-04', '2024-03-04 05:06:07', '0000-00-00 00:00:00')",
+    )
+    with pytest.raises(InvalidDateError) as stopped:
+        source.run("initial")
+    message = str(stopped.value)
+    for part in (f"lake table {db}.zd", "'dt'", "'0000-00-00 00:00:00.000'", "zero_dates='null'"):
+        assert part in message, (part, message)
+    assert re.search(r"the row at [\w.-]+\.\d+:\d+ holds", message), message
+    source.run("initial", nulls)
+    source.verify(["zd"])
+    rows = _rows(source, "zd")
+    assert rows[3]["dt"] is None and rows[4]["ts"] is None and rows[3]["d"] == dt.date(2024, 3, 4)
+    source.sql(f"ALTER TABLE `{db}`.`zd` ADD COLUMN z DATE NOT NULL")  # every row gets 0000-00-00
+    with pytest.raises(InvalidDateError) as stopped:
+        source.run("initial")
+    message = str(stopped.value)
+    for part in ("'z'", "'0000-00-00'", "the default the ALTER gives every row", "zero_dates='null'"):
+        assert part in message, (part, message)
+    assert re.search(r"at [\w.-]+\.\d+:\d+ \(the default the ALTER", message), message
+    source.run("initial", nulls)
+    source.verify(["zd"])
 
 
 def test_a_dropped_lake_table_is_reloaded_by_when_needed(source: Source) -> None:

@@ -14,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_binlog.binlog.columns import InvalidDate
 from airflow_provider_binlog.binlog.event import Event
 from airflow_provider_binlog.binlog.files import read_binlog_file
 from airflow_provider_binlog.binlog.parser import BinlogParser
@@ -78,7 +79,8 @@ def normalize_select(type_name: str, value: Any) -> Any:
     * BIT: PyMySQL gives big-endian bytes; the decoder gives ``int``.
     * FLOAT: PyMySQL parses MariaDB's shortest text form; the binlog holds the float32 itself.
     * TIMESTAMP: PyMySQL gives naive datetimes in the session zone (UTC here); the decoder, aware UTC.
-    * zero/partial DATE/DATETIME/TIMESTAMP: PyMySQL gives the text (or None); the decoder ``None``.
+    * zero/partial DATE/DATETIME/TIMESTAMP: PyMySQL gives the server's text; the decoder an
+      :class:`InvalidDate` of the same text.
     """
     if value is None:
         return None
@@ -88,7 +90,7 @@ def normalize_select(type_name: str, value: Any) -> Any:
     if t == "float":
         return struct.unpack("<f", struct.pack("<f", value))[0]
     if t in ("date", "datetime", "timestamp") and isinstance(value, str):
-        return None
+        return InvalidDate(value)
     if t == "timestamp":
         return value.replace(tzinfo=UTC)
     if t in ("set",) and isinstance(value, set):
@@ -134,6 +136,8 @@ def to_json(v: Any) -> Any:
         return {"$b64": base64.b64encode(v).decode()}
     if isinstance(v, dict):
         return {"$map": {k: to_json(x) for k, x in v.items()}}
+    if isinstance(v, InvalidDate):
+        return {"$invalid": v.text}
     if isinstance(v, (list, tuple)):
         return [to_json(x) for x in v]
     raise TypeError(f"cannot store {type(v).__name__}")
@@ -157,6 +161,8 @@ def from_json(v: Any) -> Any:
         return dt.timedelta(days=x[0], seconds=x[1], microseconds=x[2])
     if tag == "$b64":
         return base64.b64decode(x)
+    if tag == "$invalid":
+        return InvalidDate(x)
     if tag == "$map":
         return {k: from_json(y) for k, y in x.items()}
     raise ValueError(tag)

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef
+from airflow_provider_binlog.binlog.columns import BINARY_COLLATION, ColumnDef, InvalidDate
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canalnet.decode import column_def, parser
 from airflow_provider_binlog.canalnet.entries import ddl_event_type
@@ -82,6 +82,9 @@ def test_a_canal_type_text_reads_back_as_the_same_column(col: ColumnDef) -> None
         (ColumnDef("s", T.SET, set_values=("a", "b", "c")), "a,c", Types.BIT, "5"),
         (ColumnDef("d", T.DATE, nullable=False), None, Types.DATE, "0000-00-00"),
         (ColumnDef("d", T.DATE), None, Types.DATE, None),
+        (ColumnDef("d", T.DATE), InvalidDate("2020-00-10"), Types.DATE, "2020-00-10"),
+        (ColumnDef("t", T.DATETIME2, fsp=3), InvalidDate("0000-00-00 00:00:00.000"), Types.TIMESTAMP,
+         "0000-00-00 00:00:00.000"),
     ],
 )  # fmt: skip
 def test_canal_renders(col: ColumnDef, value: object, sql_type: int, text: str | None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
+from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, InvalidDate
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.errors import ConfigurationError
 from airflow_provider_binlog.lake.ddl.ddl import new_table_properties
@@ -22,11 +22,12 @@ from airflow_provider_binlog.lake.errors import LakeError, TypeMappingError
 from airflow_provider_binlog.lake.spark import class_archive, jars
 from airflow_provider_binlog.lake.spark.session import ICEBERG_EXTENSIONS, local_cores, session_conf
 from airflow_provider_binlog.lake.sql import parse_name, quote, quote_parts
-from airflow_provider_binlog.lake.types import LakeColumn, TypeOptions, map_column, widening
+from airflow_provider_binlog.lake.types import InvalidDateError, LakeColumn, TypeOptions, map_column, widening
 from airflow_provider_binlog.lake.write.merge_sql import partition_field
 from airflow_provider_binlog.lake.write.staging import StagingArea, to_arrow
 
 UTF8, BIN = 45, 63
+UTC = datetime.timezone.utc
 
 
 @pytest.mark.parametrize(
@@ -323,3 +324,37 @@ def test_json_text_writes_what_the_python_writer_writes() -> None:
         except (TypeError, ValueError):
             pass
     assert 0 < encoded < 2000  # both paths were taken
+
+
+def test_invalid_dates_stop_naming_table_column_value_and_position_or_become_null() -> None:
+    """A date no date type holds (:class:`InvalidDate`, from either path) stops by default, naming
+    the lake table, the column, the value, its ``file:pos`` and the option; ``zero_dates="null"``
+    writes NULL. Valid dates of the same columns are untouched."""
+    cols = [ColumnDef("d", T.DATE), ColumnDef("dt", T.DATETIME2, fsp=0), ColumnDef("ts", T.TIMESTAMP2)]
+    good = (
+        datetime.date(2024, 1, 2),
+        datetime.datetime(2024, 1, 2, 3),
+        datetime.datetime(2024, 1, 2, tzinfo=UTC),
+    )
+    for i, col in enumerate(cols):
+        bad = InvalidDate("0000-00-00" if i == 0 else "0000-00-00 00:00:00", "mysql-bin.000002:777")
+        lake = [LakeColumn(col.name, map_column(col, None, "lake.db.t"))]
+        with pytest.raises(InvalidDateError) as err:
+            to_arrow(lake, [(good[i],), (bad,), (None,)])
+        msg = str(err.value)
+        for part in (
+            "lake.db.t",
+            repr(col.name),
+            repr(bad.text),
+            "mysql-bin.000002:777",
+            "zero_dates='null'",
+        ):
+            assert part in msg, (part, msg)
+        lake = [LakeColumn(col.name, map_column(col, TypeOptions(zero_dates="null"), "lake.db.t"))]
+        assert to_arrow(lake, [(good[i],), (bad,), (None,)]).column(0).to_pylist() == [good[i], None, None]
+    with pytest.raises(TypeMappingError):
+        TypeOptions(zero_dates="string")  # type: ignore[arg-type]
+    lake = [LakeColumn("d", map_column(cols[0], None, "lake.db.t"))]
+    with pytest.raises(LakeError, match="does not fit date") as other:
+        to_arrow(lake, [("not a date",)])  # any other bad value: the staging error as before
+    assert not isinstance(other.value, InvalidDateError)

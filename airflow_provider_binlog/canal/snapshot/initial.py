@@ -115,12 +115,14 @@ from airflow_provider_binlog.canal.snapshot.position import (
     snapshot_status,
 )
 from airflow_provider_binlog.canal.snapshot.values import (
+    TEMPORAL,
     SnapshotError,
     converter,
     converters,
     decode_key,
     encode_key,
     quote,
+    stamp_invalid,
     table_key,
     table_schema,
 )
@@ -213,6 +215,7 @@ class ChunkReader:
         self.chunk_size = chunk_size
         self.names = names
         self.convs = converters(ts)
+        self.temporal = tuple(i for i, c in enumerate(ts.columns) if c.type in TEMPORAL)
         self.key_idx = tuple(names.index(k) for k in self.keys)
         self._scanner = side_client(client)
         self._conn: Any = None
@@ -276,8 +279,10 @@ class ChunkReader:
             high = self._head(cur)
         convs, key_idx, names = self.convs, self.key_idx, self.names
         rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for r in raw:
-            values = [None if v is None else f(v) for f, v in zip(convs, r, strict=True)]
+        converted = [[None if v is None else f(v) for f, v in zip(convs, r, strict=True)] for r in raw]
+        if self.temporal:  # an invalid date names where the snapshot read it
+            stamp_invalid(converted, self.temporal, f"{high} (the snapshot's read point)")
+        for values in converted:
             rows[tuple(values[i] for i in key_idx)] = dict(zip(names, values, strict=True))
         last_raw = tuple(raw[-1][i] for i in key_idx) if raw else None
         final = len(raw) < self.chunk_size

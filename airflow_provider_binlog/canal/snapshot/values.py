@@ -1,11 +1,13 @@
 """Snapshot values: SELECT results in the binlog decoder's value contract, and keys kept as JSON.
 
 One converter per column, built from its :class:`~airflow_provider_binlog.binlog.columns.ColumnDef`
-(the session ``time_zone`` must be ``+00:00``): TIMESTAMP becomes aware UTC, zero or partial
-dates ``None`` (pymysql returns them as text), FLOAT the float32 value the binlog holds, BIT an
-``int``, JSON (MySQL's binary JSON type) parsed with a ``null`` document as ``JSON_NULL``, SET
-the comma-joined labels, binary strings ``bytes``, MariaDB's UUID/INET6/INET4 their text (as the
-decoder makes it from their binary form, :mod:`~airflow_provider_binlog.binlog.mariadb_types`).
+(the session ``time_zone`` must be ``+00:00``): TIMESTAMP becomes aware UTC, zero, partial or
+invalid dates an :class:`~airflow_provider_binlog.binlog.columns.InvalidDate` of the server's text
+(pymysql returns them as text; the decoder makes the same text from the binlog), FLOAT the
+float32 value the binlog holds, BIT an ``int``, JSON (MySQL's binary JSON type) parsed with a
+``null`` document as ``JSON_NULL``, SET the comma-joined labels, binary strings ``bytes``,
+MariaDB's UUID/INET6/INET4 their text (as the decoder makes it from their binary form,
+:mod:`~airflow_provider_binlog.binlog.mariadb_types`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, InvalidDate, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.errors import CanalError
 from airflow_provider_binlog.canal.schema import SchemaHistory
@@ -44,14 +46,14 @@ def table_key(source: str) -> str:
 # ---------------------------------------------------------------------------- value converters
 
 
-def _none_if_str(v: Any) -> Any:
-    return None if isinstance(v, str) else v  # pymysql returns zero/invalid dates as text
+def _date(v: Any) -> Any:
+    return InvalidDate(v) if isinstance(v, str) else v  # pymysql returns zero/invalid dates as text
 
 
 def _timestamp(v: Any) -> Any:
     if isinstance(v, dt.datetime):
         return v.replace(tzinfo=_UTC)
-    return None
+    return InvalidDate(v) if isinstance(v, str) else v  # the zero TIMESTAMP
 
 
 def _float32(v: Any) -> Any:
@@ -102,10 +104,10 @@ def converter(col: ColumnDef) -> Callable[[Any], Any]:
         return _text("ascii")
     if t == T.FLOAT:
         return _float32
-    if t in (T.DATE, T.NEWDATE, T.DATETIME, T.DATETIME2):
-        return _none_if_str
     if t in (T.TIMESTAMP, T.TIMESTAMP2):
         return _timestamp
+    if t in TEMPORAL:
+        return _date
     if t == T.BIT:
         return _bit
     if t == T.JSON:
@@ -117,6 +119,19 @@ def converter(col: ColumnDef) -> Callable[[Any], Any]:
     if t == T.GEOMETRY:
         return _binary
     return _identity
+
+
+TEMPORAL = frozenset({T.DATE, T.NEWDATE, T.DATETIME, T.DATETIME2, T.TIMESTAMP, T.TIMESTAMP2})
+"""The types whose SELECT value may be an invalid date."""
+
+
+def stamp_invalid(rows: Sequence[Sequence[Any]], columns: Sequence[int], position: str) -> None:
+    """Set ``position`` on the :class:`InvalidDate` values in ``columns`` of converted ``rows``."""
+    for r in rows:
+        for i in columns:
+            v = r[i]
+            if type(v) is InvalidDate:
+                v.position = position
 
 
 def converters(ts: TableSchema) -> tuple[Callable[[Any], Any], ...]:

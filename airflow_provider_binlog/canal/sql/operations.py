@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.columns import ColumnDef, InvalidDate, TableSchema, frac_text
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.errors import CanalError
@@ -280,10 +280,16 @@ def _int_range(col: ColumnDef) -> tuple[int, int]:
     return (0, 2**bits - 1) if col.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
+def _zero_date(col: ColumnDef) -> InvalidDate:
+    if col.type in (T.DATE, T.NEWDATE):
+        return InvalidDate("0000-00-00")
+    return InvalidDate("0000-00-00 00:00:00" + frac_text(0, col.fsp or 0))
+
+
 def implicit_default(col: ColumnDef, spec: ColumnSpec | None) -> Any:
     """MySQL's implicit default of a NOT NULL column without DEFAULT, in the decoder's contract:
-    0 for numbers, ``''`` for strings, the first label of an ENUM, the zero date (``None`` in the
-    decoder's contract) for DATE and DATETIME.
+    0 for numbers, ``''`` for strings, the first label of an ENUM, the zero date (an
+    :class:`InvalidDate`, as the decoder makes it) for DATE and DATETIME.
 
     :raises _Unknown: TIMESTAMP (may be CURRENT_TIMESTAMP), JSON, TIME, geometry and the like.
     """
@@ -295,7 +301,7 @@ def implicit_default(col: ColumnDef, spec: ColumnSpec | None) -> Any:
     if t in (T.FLOAT, T.DOUBLE):
         return 0.0
     if t in _ZERO_DATES:
-        return None
+        return _zero_date(col)
     if t == T.ENUM:
         labels = col.enum_values or (spec.labels if spec else None)
         if labels:
@@ -385,12 +391,12 @@ def literal_value(col: ColumnDef, spec: ColumnSpec, default: Default) -> Any:
             return datetime.date.fromisoformat(text.strip())
         except ValueError:
             if text.strip() == "0000-00-00":
-                return None
+                return _zero_date(col)
             raise _Unknown(f"the DATE {text!r}") from None
     if t in (T.DATETIME, T.DATETIME2) and kind == "str":
         stamp = text.strip()
-        if stamp.startswith("0000-00-00"):
-            return None
+        if stamp.startswith("0000-00-00") and not stamp[10:].strip(" :.0"):
+            return _zero_date(col)
         fraction = stamp.partition(".")[2]
         if len(fraction) > (col.fsp or 0) or len(stamp) < 19:
             raise _Unknown(f"the DATETIME {text!r} would be rounded or is partial")

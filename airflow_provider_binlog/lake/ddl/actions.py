@@ -30,7 +30,7 @@ import decimal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.binlog.columns import ColumnDef
+from airflow_provider_binlog.binlog.columns import ColumnDef, InvalidDate
 from airflow_provider_binlog.canal.sql import operations as ops
 from airflow_provider_binlog.canal.sql import partitions
 from airflow_provider_binlog.faults import failpoint
@@ -49,9 +49,18 @@ TEMP_SUFFIX = "__cdc_new"
 """The temporary column of a rewrite is the column's name with this suffix."""
 
 
-def sql_literal(value: Any, lake: LakeType) -> str:
-    """A Spark SQL literal of the lake type for a value in the decoder's contract (``NULL`` for None)."""
+def sql_literal(value: Any, lake: LakeType, column: str = "") -> str:
+    """A Spark SQL literal of the lake type for a value in the decoder's contract (``NULL`` for None).
+
+    :raises InvalidDateError: an invalid date (a zero date default) under ``zero_dates="error"``;
+        under ``"null"`` it is ``NULL``.
+    """
     if value is None:
+        return "NULL"
+    if type(value) is InvalidDate:
+        if lake.invalid_dates is None:
+            raise LakeError(f"column {column!r}: the date {value.text!r} for lake type {lake.sql}")
+        lake.invalid_dates.resolve(column, [value])  # raises unless NULL is chosen
         return "NULL"
     converted = lake.convert(value) if lake.convert is not None else value
     if isinstance(converted, bool):
@@ -142,6 +151,8 @@ class DdlActions:
     def __init__(self, spark: SparkSession, tables: TargetTables) -> None:
         self.spark = spark
         self.tables = tables
+        self._position: str | None = None
+        """``file:pos`` of the statement whose actions run (for an invalid date's error)."""
 
     def run(
         self,
@@ -155,6 +166,7 @@ class DdlActions:
         Nothing is done to a table that does not exist (its first piece creates it as the source
         table is then).
         """
+        self._position = props.get(commits.POSITION)
         try:
             if not self._exists(target):
                 return
@@ -178,7 +190,10 @@ class DdlActions:
             if self._column(target, action.name) is None:
                 sql(merge_sql.add_column_sql(target, LakeColumn(action.name, lake)))
             if action.fill is not None:  # every row there is was written before the column
-                sql(f"UPDATE {target} SET {quote(action.name)} = {sql_literal(action.fill, lake)}")
+                fill = action.fill
+                if type(fill) is InvalidDate:  # the zero date the server gave every row
+                    fill = InvalidDate(fill.text, f"{self._position} (the default the ALTER gives every row)")
+                sql(f"UPDATE {target} SET {quote(action.name)} = {sql_literal(fill, lake, action.name)}")
         elif isinstance(action, ops.RenameColumn):
             old, new = self._column(target, action.old), self._column(target, action.new)
             if old is not None and new is not None:
@@ -225,7 +240,8 @@ class DdlActions:
                 if action.cast == "unsigned":
                     sql(f"UPDATE {target} SET {column} = 0 WHERE {column} < 0")
                 if fill is not None:
-                    sql(f"UPDATE {target} SET {column} = {sql_literal(fill, lake)} WHERE {column} IS NULL")
+                    literal = sql_literal(fill, lake, action.name)
+                    sql(f"UPDATE {target} SET {column} = {literal} WHERE {column} IS NULL")
                 return
             sql(merge_sql.add_column_sql(target, LakeColumn(temp, lake)))
         if self._column(target, action.name) is not None:
@@ -242,7 +258,7 @@ class DdlActions:
             value = f"CAST({value} AS STRING)"
         value = f"CAST({value} AS {lake.sql})"
         if action.null_fill is not None:
-            value = f"COALESCE({value}, {sql_literal(action.null_fill, lake)})"
+            value = f"COALESCE({value}, {sql_literal(action.null_fill, lake, action.name)})"
         return value
 
     def _empty(self, target: str, opts: TargetOptions) -> None:

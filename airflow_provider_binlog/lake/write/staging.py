@@ -104,6 +104,11 @@ def from_columns(columns: Sequence[LakeColumn], values: Sequence[list[Any]]) -> 
         try:
             arrays.append(_array(col.type, column_values))
         except _ARROW_ERRORS as exc:
+            invalid = col.type.invalid_dates  # a date no date type holds: NULL, or the error naming it
+            fixed = None if invalid is None else invalid.resolve(col.name, column_values)
+            if fixed is not None:
+                arrays.append(_array(col.type, fixed))
+                continue
             raise LakeError(f"column {col.name!r}: value does not fit {col.type.sql}: {exc}") from exc
     return pa.Table.from_arrays(arrays, schema=arrow_schema(columns))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 
-from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef
+from airflow_provider_binlog.binlog.columns import JSON_NULL, ColumnDef, InvalidDate
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.canal.meta.base import check_key
 from airflow_provider_binlog.canal.snapshot.initial import (
@@ -37,7 +37,13 @@ def test_converters_follow_the_decoder_contract() -> None:
     assert converter(ColumnDef("b", T.BIT))(b"\x01\x02") == 258
     assert converter(ColumnDef("j", T.JSON))("null") is JSON_NULL
     assert converter(ColumnDef("j", T.JSON))('{"a": [1]}') == {"a": [1]}
-    assert converter(ColumnDef("d", T.DATE))("0000-00-00") is None
+    assert converter(ColumnDef("d", T.DATE))("0000-00-00") == InvalidDate("0000-00-00")
+    assert converter(ColumnDef("d", T.DATETIME2))("2024-00-15 00:00:00.1") == InvalidDate(
+        "2024-00-15 00:00:00.1"
+    )
+    assert converter(ColumnDef("t", T.TIMESTAMP2))("0000-00-00 00:00:00") == InvalidDate(
+        "0000-00-00 00:00:00"
+    )
     ts = converter(ColumnDef("t", T.TIMESTAMP2))(dt.datetime(2024, 1, 1, 12))
     assert ts == dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone.utc) and ts.tzinfo is not None
     assert converter(ColumnDef("s", T.SET, set_values=("x", "y", "z")))({"z", "x"}) == "x,z"

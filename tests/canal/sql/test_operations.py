@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from airflow_provider_binlog.binlog.columns import ColumnDef, TableSchema
+from airflow_provider_binlog.binlog.columns import ColumnDef, InvalidDate, TableSchema
 from airflow_provider_binlog.binlog.constants import ColumnType as T
 from airflow_provider_binlog.binlog.position import BinlogPosition
 from airflow_provider_binlog.canal.sql import operations as ops
@@ -41,7 +41,13 @@ def _classify(sql: str, after: TableSchema | None, policy: object = None) -> tup
         ("ALTER TABLE t ADD x INT DEFAULT -3 FIRST", ColumnDef("x", T.LONG), -3),
         ("ALTER TABLE t ADD x VARCHAR(5) NOT NULL", ColumnDef("x", T.VARCHAR), ""),
         ("ALTER TABLE t ADD x VARCHAR(5) DEFAULT 'hi'", ColumnDef("x", T.VARCHAR), "hi"),
-        ("ALTER TABLE t ADD x DATE NOT NULL", ColumnDef("x", T.DATE), None),
+        ("ALTER TABLE t ADD x DATE NOT NULL", ColumnDef("x", T.DATE), InvalidDate("0000-00-00")),
+        (
+            "ALTER TABLE t ADD x DATETIME(2) NOT NULL",
+            ColumnDef("x", T.DATETIME2, fsp=2),
+            InvalidDate("0000-00-00 00:00:00.00"),
+        ),
+        ("ALTER TABLE t ADD x DATE DEFAULT '0000-00-00'", ColumnDef("x", T.DATE), InvalidDate("0000-00-00")),
         ("ALTER TABLE t ADD x DATE DEFAULT '2020-02-29'", ColumnDef("x", T.DATE), datetime.date(2020, 2, 29)),
         (
             "ALTER TABLE t ADD x DECIMAL(6,2) DEFAULT 1.5",
