@@ -313,7 +313,7 @@ class BinlogToSparkOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_binlog.canal.positions.points import parse_point
         from airflow_provider_binlog.canal.routing import Routes
-        from airflow_provider_binlog.drain import Drain, Limits, RunSettings, store_capacity
+        from airflow_provider_binlog.drain import Drain, Limits, RunSettings, run_fields
         from airflow_provider_binlog.drain.interval import IntervalSettings
         from airflow_provider_binlog.hooks.binlog import BinlogHook
         from airflow_provider_binlog.lake.shards.shards import bind_options, check_routes
@@ -355,7 +355,7 @@ class BinlogToSparkOperator(BaseOperator):
             start_spec = parse_point(self.start_from) if self.start_from not in (None, "") else None
             instance = hook.instance(
                 self.destination, routes.filter(self.columns), self.client_id, start_spec, label,
-                **store_capacity(limits),
+                **run_fields(routes, settings, target_options),
             )  # fmt: skip
             self._instance = instance
             if self.archive_uri:
