@@ -14,7 +14,6 @@ what is already there.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,8 @@ from airflow.sdk import BaseOperator
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES
 from airflow_provider_binlog.drain.source import CASCADE_MODES
 from airflow_provider_binlog.operators.assets import emit_events, lake_outlets
+from airflow_provider_binlog.settings import current as switches
+from airflow_provider_binlog.settings import env_name
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
     from airflow_provider_binlog.lake.write.merge import TargetOptions
 
-SPARK_MASTER_ENV = "BINLOG_CDC_SPARK_MASTER"
-STAGING_URI_ENV = "BINLOG_CDC_STAGING_URI"
+SPARK_MASTER_ENV = env_name("spark_master")
+STAGING_URI_ENV = env_name("staging_uri")
 
 
 class BinlogToSparkOperator(BaseOperator):
@@ -254,15 +255,15 @@ class BinlogToSparkOperator(BaseOperator):
 
     def _spark(self) -> Any:
         """Start (or join) the SparkSession (called by the drain in its committer thread)."""
-        from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, create_session
+        from airflow_provider_binlog.lake.spark.session import create_session
 
-        warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
+        warehouse = self.warehouse or switches().warehouse
         conf = dict(self.spark_conf or {})
         if self.catalog_conn_id:
             conf.update(self._catalog_conf(warehouse))
         return create_session(
             app_name=f"binlog-cdc-{self.destination}",
-            master=self.spark_master or os.environ.get(SPARK_MASTER_ENV) or None,
+            master=self.spark_master or switches().spark_master,
             warehouse=warehouse,
             catalog=self.catalog,
             conf=conf,
@@ -342,7 +343,7 @@ class BinlogToSparkOperator(BaseOperator):
             snapshot_chunk_size=self.snapshot_chunk_size, stop_spark=self.stop_spark,
             reconnect_timeout=self.reconnect_timeout, reconnect_attempts=self.reconnect_attempts,
             retention_headroom=self.retention_headroom, on_cascade=self.on_cascade,
-            staging_uri=self.staging_uri or os.environ.get(STAGING_URI_ENV) or None,
+            staging_uri=self.staging_uri or switches().staging_uri,
             interval=IntervalSettings(wait=self.stop_wait, on_unreached=self.on_unreached),
             maintenance=self.maintenance,
         )  # fmt: skip

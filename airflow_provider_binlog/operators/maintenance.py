@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -82,16 +81,18 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
         self.stop_spark = stop_spark
 
     def _spark(self) -> Any:
-        from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, create_session
-        from airflow_provider_binlog.operators.binlog_to_spark import SPARK_MASTER_ENV, BinlogToSparkOperator
+        from airflow_provider_binlog import settings
+        from airflow_provider_binlog.lake.spark.session import create_session
+        from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
 
-        warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
+        switches = settings.current()
+        warehouse = self.warehouse or switches.warehouse
         conf = dict(self.spark_conf or {})
         if self.catalog_conn_id:  # the load's connection handling (its password never logged)
             conf.update(BinlogToSparkOperator._catalog_conf(cast(Any, self), warehouse))
         return create_session(
             app_name="binlog-cdc-maintenance",
-            master=self.spark_master or os.environ.get(SPARK_MASTER_ENV) or None,
+            master=self.spark_master or switches.spark_master,
             warehouse=warehouse,
             catalog=self.catalog,
             conf=conf,
