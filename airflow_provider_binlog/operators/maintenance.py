@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
@@ -81,22 +81,16 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
         self.stop_spark = stop_spark
 
     def _spark(self) -> Any:
-        from airflow_provider_binlog import settings
-        from airflow_provider_binlog.lake.spark.session import create_session
-        from airflow_provider_binlog.operators.binlog_to_spark import BinlogToSparkOperator
+        from airflow_provider_binlog.hooks.lake import LakeHook
 
-        switches = settings.current()
-        warehouse = self.warehouse or switches.warehouse
-        conf = dict(self.spark_conf or {})
-        if self.catalog_conn_id:  # the load's connection handling (its password never logged)
-            conf.update(BinlogToSparkOperator._catalog_conf(cast(Any, self), warehouse))
-        return create_session(
-            app_name="binlog-cdc-maintenance",
-            master=self.spark_master or switches.spark_master,
-            warehouse=warehouse,
-            catalog=self.catalog,
-            conf=conf,
-        )
+        return LakeHook(  # the load's catalog connection handling (its password never logged)
+            "binlog-cdc-maintenance",
+            self.spark_master,
+            self.spark_conf,
+            self.catalog,
+            self.catalog_conn_id,
+            self.warehouse,
+        ).get_conn()
 
     def _report(self, level: int, line: str) -> None:
         self.log.log(level, "%s", line)
