@@ -43,9 +43,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_provider_binlog import settings
 from airflow_provider_binlog.errors import BinlogCdcError
 
-ENV = "BINLOG_CDC_FAILPOINTS"
+ENV = settings.env_name("failpoints")
 KILL_MARK = "failpoint kill: "
 PAUSE_MARK = "failpoint pause: "
 
@@ -112,7 +113,7 @@ def _pause(where: str, bound: float | None) -> None:
 
 def failpoint(name: str) -> None:
     """Do what ``BINLOG_CDC_FAILPOINTS`` says for ``name`` (nothing when unset)."""
-    spec = os.environ.get(ENV)
+    spec = settings.current().failpoints
     if not spec:
         return
     rule = parse(spec).get(name)

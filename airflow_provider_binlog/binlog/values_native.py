@@ -37,7 +37,6 @@ READER      obj = the Python reader ``f(body, pos) -> (value, pos)``
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -60,7 +59,9 @@ _READERS = (T.TIME, T.DATETIME, T.TIMESTAMP, T.JSON, T.VECTOR, T.DECIMAL)
 def c_extension(name: str) -> Any:
     """The C extension module ``name``, or ``None`` when it is not built or
     ``BINLOG_CDC_PURE_PYTHON`` is set (the C row decoder's and the C fold's switch)."""
-    if os.environ.get("BINLOG_CDC_PURE_PYTHON", "").strip() not in ("", "0"):
+    from airflow_provider_binlog import settings
+
+    if settings.current().pure_python:
         return None
     try:
         return importlib.import_module(name)

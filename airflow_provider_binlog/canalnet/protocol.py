@@ -60,7 +60,9 @@ def _load_generated() -> tuple[ModuleType, ModuleType]:
     digest = hashlib.sha256(google.protobuf.__version__.encode())
     for name in gen.PROTO_FILES:
         digest.update((gen.PROTO_DIR / name).read_bytes())
-    base = os.environ.get("BINLOG_CDC_CACHE_DIR") or os.path.join(
+    from airflow_provider_binlog import settings
+
+    base = settings.current().cache_dir or os.path.join(
         os.path.expanduser("~"), ".cache", "airflow-provider-binlog"
     )
     out = Path(base) / f"canalnet-pb-{digest.hexdigest()[:16]}"

@@ -147,17 +147,17 @@ def check_lake(warehouse: str | None, catalog: str, conf: dict[str, str]) -> Non
 
     :raises ConfigurationError: naming the missing option and how the catalog is found.
     """
-    import os
     from pathlib import Path
 
+    from airflow_provider_binlog import settings
     from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, default_warehouse
 
     prefix = f"spark.sql.catalog.{catalog}"
     if {prefix, f"{prefix}.type", f"{prefix}.catalog-impl", f"{prefix}.warehouse"} & conf.keys():
         return  # the user's own catalog settings say where the lake is
     origin, where = "--warehouse", warehouse
-    if where is None and os.environ.get(WAREHOUSE_ENV):
-        origin, where = f"${WAREHOUSE_ENV}", os.environ[WAREHOUSE_ENV]
+    if where is None and settings.current().warehouse:
+        origin, where = f"${WAREHOUSE_ENV}", settings.current().warehouse
     if where is None:
         default = default_warehouse()
         found = "it exists" if Path(default).is_dir() else "it does not exist"

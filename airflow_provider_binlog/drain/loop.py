@@ -132,7 +132,7 @@ def early_rows(limits: Limits, targets: int) -> int:
 
 def read_ahead(limits: Limits) -> tuple[int, int]:
     """``(entries, estimated bytes)`` the store buffers ahead of the loop once Spark is up (the
-    store's whole capacity, :func:`~.run.store_capacity`, is for the batches taken while Spark
+    store's whole capacity, :func:`~.context.store_capacity`, is for the batches taken while Spark
     starts, which wait there until it is up): 8 batches, and a sixteenth of
     ``max_bytes_per_commit`` on top of 16 MiB (with the defaults 160,000 entries and 80 MiB: the
     bytes bound it first).

@@ -2,9 +2,9 @@
 
 ::
 
-    result = resnapshot(instance.meta, instance.identity, instance.client, connect, spark,
+    result = resnapshot(context.meta, context.identity, context.client, context.connect, spark,
                         "shop.orders", "lake.shop.orders", options=TargetOptions(),
-                        guard=instance.running.check)
+                        guard=context.guard)          # a DestinationContext (.context)
 
 The caller holds the destination's running node (the drain holds it for its run; the CLI takes it).
 How and why it is exact: :mod:`..canal.snapshot.resnapshot`. In a run, :class:`~.loop.ChunkLoop` calls it

@@ -24,12 +24,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_provider_binlog.drain import interval as interval_ends
-from airflow_provider_binlog.drain.before_images import key_columns_only
 from airflow_provider_binlog.drain.collector import CollectorPause
+from airflow_provider_binlog.drain.context import DestinationContext, run_fields, store_capacity
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.observe import Observing, RunObserver
 from airflow_provider_binlog.drain.reconcile import chunks_said, reconcile
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
     from airflow_provider_binlog.canal.routing import Routes
     from airflow_provider_binlog.lake.write.merge import ChangeMerger, TargetOptions
+
+__all__ = ["Drain", "RunSettings", "log_report", "run_fields", "store_capacity"]
 
 log = logging.getLogger(__name__)
 
@@ -121,28 +123,12 @@ class RunSettings:
             raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, not {self.snapshot!r}")
 
 
-class StoreCapacity(TypedDict):
-    """The store's capacity fields of :class:`~..canal.instance.InstanceConfig`."""
-
-    max_entries: int
-    max_bytes: int
-
-
-def store_capacity(limits: Limits) -> StoreCapacity:
-    """The store's capacity for these limits (:class:`~..canal.instance.InstanceConfig` fields):
-    a quarter of a commit's rows and bytes on top of a batch. All of it reads ahead only while
-    Spark starts; then the loop bounds it to :func:`~.loop.read_ahead`."""
-    return StoreCapacity(
-        max_entries=limits.max_rows_per_commit // 4 + limits.batch_size,
-        max_bytes=limits.max_bytes_per_commit // 4 + 64 * 1024 * 1024,
-    )
-
-
 class Drain:
     """One run of a destination (see the module docstring).
 
-    :param instance: the destination's instance, built with :func:`store_capacity` (not yet
-        subscribed); the run owns it from here and closes it.
+    :param instance: the destination's instance, built with :func:`~.context.run_fields` (not yet
+        subscribed; one built with :func:`store_capacity` alone gets the others here); the run owns
+        it from here and closes it.
     :param routes: source tables -> targets.
     :param settings: the run's settings.
     :param spark: starts the SparkSession (called in the committer thread).
@@ -167,14 +153,8 @@ class Drain:
         report: Report = log_report,
         observer: RunObserver | None = None,
     ) -> None:
-        # the run's reconnect bound is its instance's (not subscribed yet: the reader reads it at
-        # start), and of the before images it decodes the key columns alone (.before_images)
-        instance.config = replace(
-            instance.config,
-            reconnect_timeout=settings.reconnect_timeout,
-            reconnect_attempts=settings.reconnect_attempts,
-            before_columns=key_columns_only(routes.target_for, target_options),
-        )
+        # built once: what the snapshot, the re-snapshots, the cleanup and the loop read (.context)
+        self.context = DestinationContext.of(instance, routes, connect, target_options, settings)
         self.instance = instance
         self.routes = routes
         self.settings = settings
@@ -219,11 +199,8 @@ class Drain:
         from airflow_provider_binlog.lake.write.merge import ChangeMerger
 
         spark = self.spark or (self.session.result() if self.session is not None else self._spark())
-        instance = self.instance  # staging tables of killed re-snapshot attempts go first
-        clean_leftovers(
-            instance.meta, instance.identity, spark, self.routes.target_for,
-            guard=instance.running.check if instance.running is not None else None,
-        )  # fmt: skip
+        ctx = self.context  # staging tables of killed re-snapshot attempts go first
+        clean_leftovers(ctx.meta, ctx.identity, spark, self.routes.target_for, guard=ctx.guard)
         limits = self.settings.limits
         known = known_routes(self.connect, self.routes)
         merger = ChangeMerger(
@@ -237,7 +214,7 @@ class Drain:
         check_merger(merger, properties)
         # a table snapshotted after the cursor: nothing before its snapshot's start applies to it again
         marks = snapshot_start_marks(
-            instance.meta, instance.identity, known, lambda t: merger.marks.get(quote_parts(parse_name(t)))
+            ctx.meta, ctx.identity, known, lambda t: merger.marks.get(quote_parts(parse_name(t)))
         )
         for target, mark in marks.items():
             merger.put_mark(target, mark)
@@ -281,7 +258,7 @@ class Drain:
                 report(logging.WARNING, skipped.describe(self.destination))
             if settings.snapshot != "never":
                 self.spark = initial_snapshot(
-                    instance, self.connect, known_routes(self.connect, self.routes),
+                    self.context, known_routes(self.connect, self.routes),
                     mode=settings.snapshot, chunk_size=settings.snapshot_chunk_size,
                     target_options=self.target_options, spark=self._spark, report=report,
                 )  # fmt: skip
@@ -312,10 +289,10 @@ class Drain:
             self.starting = committer.submit(self._make_merger)
             from airflow_provider_binlog.canal.online_copy import OnlineCopies
 
-            guard = instance.running.check if instance.running is not None else None
+            ctx = self.context
             copies = OnlineCopies(
-                self.destination, instance.meta, instance.identity, self.routes.target_for,
-                instance.config.filter, guard, report,
+                self.destination, ctx.meta, ctx.identity, self.routes.target_for, ctx.filter, ctx.guard,
+                report,
             )  # fmt: skip
             loop = self.loop = ChunkLoop(
                 self.destination, instance, self.starting, committer, self.routes.target_for,
@@ -397,17 +374,16 @@ class Drain:
 
         assert self.loop is not None
         merger: Any = self.loop.open_merger()
-        instance = self.instance
+        ctx = self.context
         source = exc.table
         target = exc.target or self.routes.target_for(*source.split(".", 1))
         if target is None:
             raise exc
         return resnapshot(
-            instance.meta, instance.identity, instance.client, self.connect, merger.spark, source, target,
+            ctx.meta, ctx.identity, ctx.client, self.connect, merger.spark, source, target,
             options=target_options_for(self.target_options, target),
-            chunk_size=self.settings.snapshot_chunk_size, after=exc.position,
-            guard=instance.running.check if instance.running is not None else None,
-            table_filter=instance.config.filter,
+            chunk_size=self.settings.snapshot_chunk_size, after=exc.position, guard=ctx.guard,
+            table_filter=ctx.filter,
         )  # fmt: skip
 
     def _finish(self, point: Any, stop: Any, loop: ChunkLoop) -> dict[str, Any]:

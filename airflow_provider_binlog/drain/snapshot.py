@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_provider_binlog.canal.instance import CanalInstance
+    from airflow_provider_binlog.drain.context import DestinationContext
     from airflow_provider_binlog.lake.write.merge import TargetOptions
 
 SNAPSHOT_MODES = ("never", "initial", "when_needed")
@@ -55,8 +55,7 @@ def target_options_for(
 
 
 def initial_snapshot(
-    instance: CanalInstance,
-    connect: Callable[[], Any],
+    context: DestinationContext,
     known: Mapping[str, str],
     *,
     mode: str,
@@ -68,8 +67,7 @@ def initial_snapshot(
     """Snapshot (or resume the snapshot of) the tables that need one; return the SparkSession it
     opened, or ``None`` when nothing needed a snapshot.
 
-    :param instance: the destination's instance, its running node held.
-    :param connect: opens a plain connection to the source.
+    :param context: the destination's context (:mod:`.context`), its running node held.
     :param known: source -> target of every existing table the routes match.
     :param mode: ``initial`` or ``when_needed`` (see the operator's ``snapshot``).
     :param chunk_size: rows per snapshot chunk.
@@ -85,8 +83,8 @@ def initial_snapshot(
     from airflow_provider_binlog.lake.snapshot import LakeChunkLoader
     from airflow_provider_binlog.lake.sql import parse_name, quote_parts
 
-    destination = instance.config.destination
-    meta, ident, client = instance.meta, instance.identity, instance.client
+    destination, connect = context.destination, context.connect
+    meta, ident, client = context.meta, context.identity, context.client
     meta.subscribe(ident)
     cursor = meta.get_cursor(ident).value
     if cursor is not None and cursor.binlog_position is not None and mode == "when_needed":
@@ -139,8 +137,8 @@ def initial_snapshot(
         result = Snapshot(
             meta, ident, client, connect,
             {s: key_columns(target_options, t) for s, t in todo.items()}, loader, chunk_size,
-            set_cursor="if_absent", guard=instance.running.check if instance.running else None,
-            project=column_projection(instance.config.filter),
+            set_cursor="if_absent", guard=context.guard,
+            project=column_projection(context.filter),
         ).run()  # fmt: skip
     finally:
         loader.close()

@@ -25,6 +25,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_binlog import settings
 from airflow_provider_binlog.binlog.client import ReplicationClient, ReplicationConfig
 from airflow_provider_binlog.canal.filter import TableFilter
 from airflow_provider_binlog.canal.instance import CanalInstance, InstanceConfig
@@ -96,7 +97,7 @@ class BinlogHook(BaseHook):
             return Wiring(self._zk_hook.config())
         directory = (
             self.meta_dir
-            or os.environ.get("BINLOG_CDC_META_DIR")
+            or settings.current().meta_dir
             or os.path.join(
                 os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "binlog-cdc", "meta"
             )

@@ -1,45 +1,72 @@
 """The operator's run from a canal server (``canal_conn_id``): :class:`~..drain.canal_source.CanalDrain`
-with the operator's routes, limits, target options and Spark, the connection from
+with the spec's routes, limits, target options and Spark, the connection from
 :class:`~..hooks.canal.CanalHook`. The lake side and the ack-after-commit rule are the binlog run's;
-so is the end-of-run maintenance (the operator's ``maintenance``). The MySQL-only steps (initial
+so is the end-of-run maintenance (the spec's ``maintenance``). The MySQL-only steps (initial
 snapshot, re-snapshots, interval stops, retention checks) are not run.
 The run holds the destination client (:meth:`~..hooks.canal.CanalHook.hold`, waiting up to the
-operator's ``running_timeout`` for another reader) so that no sensor's peek rolls back its batches.
+spec's ``running_timeout`` for another reader) so that no sensor's peek rolls back its batches.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_binlog.drain.loop import Limits
+if TYPE_CHECKING:
+    from airflow_provider_binlog.drain.loop import Report
+    from airflow_provider_binlog.drain.run import RunSettings
+    from airflow_provider_binlog.operators.spec import Routing, RunSpec
 
 
-def run_from_canal(op: Any, context: Any, routes: Any, target_options: Any, limits: Limits) -> dict[str, Any]:
-    """Run ``op`` (a :class:`~.binlog_to_spark.BinlogToSparkOperator`) against its canal server.
+class CanalSource:
+    """A run of ``spec`` against its canal server (made by :func:`.sources.open_source`).
 
-    :return: the drain summary (destination, source, end, batches, commits, changes, tables, and
-        ``committed_earlier``/``snapshots`` as the binlog run's: a retry after a crash between
-        commit and ack announces what the failed attempt committed, :mod:`.assets`).
+    :param spec: the run's specification.
+    :param settings: the run's settings (its limits and label are used).
+    :param routing: the spec's routing.
+    :param spark: starts (or joins) the SparkSession.
+    :param report: ``report(level, line)``.
     """
-    from airflow_provider_binlog.drain.canal_source import CanalDrain
-    from airflow_provider_binlog.hooks.canal import CanalHook
 
-    hook = CanalHook(op.canal_conn_id)
-    try:
-        client = hook.client(op.destination, op.client_id, routes.filter(op.columns).include)
+    lineage = False  #: the summary holds no lineage (no source schema is read)
+    instance = None  #: no instance of ours: the canal server reads the binlog
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        settings: RunSettings,
+        routing: Routing,
+        *,
+        spark: Callable[[], Any],
+        report: Report,
+    ) -> None:
+        from airflow_provider_binlog.hooks.canal import CanalHook
+
+        self.spec, self.settings, self.routing = spec, settings, routing
+        self.spark, self.report = spark, report
+        self.hook = CanalHook(str(spec.canal_conn_id))
+
+    def run(self, stop_at: Any = "head") -> dict[str, Any]:
+        """Drain until caught up (a canal server has no head to stop at: ``stop_at`` is not used).
+
+        :return: the drain summary (destination, source, end, batches, commits, changes, tables, and
+            ``committed_earlier``/``snapshots`` as the binlog run's: a retry after a crash between
+            commit and ack announces what the failed attempt committed, :mod:`.assets`).
+        """
+        from airflow_provider_binlog.drain.canal_source import CanalDrain
+
+        spec, routing = self.spec, self.routing
+        client = self.hook.client(spec.destination, spec.client_id, routing.filter.include)
         drain = CanalDrain(
-            client, routes, spark=op._spark, limits=limits, target_options=target_options,
-            on_schema_change=op.on_schema_change, report=op._report, maintenance=op.maintenance,
+            client, routing.routes, spark=self.spark, limits=self.settings.limits,
+            target_options=routing.target_options, on_schema_change=spec.on_schema_change,
+            report=self.report, maintenance=spec.maintenance,
         )  # fmt: skip
-        ti = context.get("ti")
-        label = f"{ti.dag_id}/{ti.task_id}/{context.get('run_id')}/try-{ti.try_number}" if ti else ""
-        with hook.hold(op.destination, op.client_id, label).hold(op.running_timeout):
-            summary = drain.run()  # the one reader of the destination client (the sensor peeks around it)
-        if "maintenance" in summary:
-            from airflow_provider_binlog.operators.metrics import emit_maintenance
+        with self.hook.hold(spec.destination, spec.client_id, self.settings.label).hold(spec.running_timeout):
+            return drain.run()  # the one reader of the destination client (the sensor peeks around it)
 
-            emit_maintenance(summary["maintenance"])
-        op._asset_events(context, summary)
-        return summary
-    finally:
-        hook.close()
+    def kill(self) -> None:
+        """Nothing to release here: the hold ends with the task's process."""
+
+    def close(self) -> None:
+        self.hook.close()

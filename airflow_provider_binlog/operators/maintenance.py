@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
@@ -82,20 +81,16 @@ class BinlogLakeMaintenanceOperator(BaseOperator):
         self.stop_spark = stop_spark
 
     def _spark(self) -> Any:
-        from airflow_provider_binlog.lake.spark.session import WAREHOUSE_ENV, create_session
-        from airflow_provider_binlog.operators.binlog_to_spark import SPARK_MASTER_ENV, BinlogToSparkOperator
+        from airflow_provider_binlog.hooks.lake import LakeHook
 
-        warehouse = self.warehouse or os.environ.get(WAREHOUSE_ENV) or None
-        conf = dict(self.spark_conf or {})
-        if self.catalog_conn_id:  # the load's connection handling (its password never logged)
-            conf.update(BinlogToSparkOperator._catalog_conf(cast(Any, self), warehouse))
-        return create_session(
-            app_name="binlog-cdc-maintenance",
-            master=self.spark_master or os.environ.get(SPARK_MASTER_ENV) or None,
-            warehouse=warehouse,
-            catalog=self.catalog,
-            conf=conf,
-        )
+        return LakeHook(  # the load's catalog connection handling (its password never logged)
+            "binlog-cdc-maintenance",
+            self.spark_master,
+            self.spark_conf,
+            self.catalog,
+            self.catalog_conn_id,
+            self.warehouse,
+        ).get_conn()
 
     def _report(self, level: int, line: str) -> None:
         self.log.log(level, "%s", line)
