@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_harness import AIRFLOW, REPO
+from cryptography.fernet import Fernet
 
 from airflow_provider_binlog.dev.services import free_port
 
@@ -63,6 +64,10 @@ class AirflowDeployment:
         jwt = secrets.token_urlsafe(32)
         env.update(
             AIRFLOW_HOME=str(home),
+            # one key for every component: each one started before airflow.cfg exists would otherwise
+            # write or read its own, and a trigger's kwargs encrypted by the dag-processor could not
+            # be read by the triggerer (it died on an asset watcher's trigger: "Trigger runner failed")
+            AIRFLOW__CORE__FERNET_KEY=Fernet.generate_key().decode(),
             AIRFLOW__CORE__DAGS_FOLDER=str(dags),
             AIRFLOW__CORE__LOAD_EXAMPLES="false",
             AIRFLOW__CORE__EXECUTOR="LocalExecutor",
