@@ -37,7 +37,7 @@ from airflow_provider_binlog.canal.store import Batch, estimate_size
 from airflow_provider_binlog.canalnet.client import CanalClient
 from airflow_provider_binlog.canalnet.decode import EntryDecoder
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
-from airflow_provider_binlog.drain.reconcile import chunks_said
+from airflow_provider_binlog.drain.reconcile import chunks_said, snapshot_ids
 
 log = logging.getLogger(__name__)
 
@@ -236,24 +236,9 @@ class CanalDrain:
         """Lake table -> its snapshot id (digits as a string) after this run, for the tables it
         committed to and those of ``committed_earlier``, as the binlog run's summary has them; a
         failure to read them is reported and leaves them out."""
-        merger: Any = loop.merger
         tables = [t for t, counts in loop.totals.items() if counts.get("commits")]
         tables += [t for t in earlier if t not in tables]
-        if merger is None or not tables:
-            return {}
-        found: dict[str, str] = {}
-        try:
-            for marks in merger.runner.map(merger.committed, dict.fromkeys(tables)):
-                for name, mark in marks.items():
-                    if mark is not None and mark.snapshot_id >= 0:
-                        found[name] = str(mark.snapshot_id)
-        except Exception as exc:  # the run is committed and acked: it does not fail for this
-            self.report(
-                logging.WARNING,
-                f"destination {self.destination}: cannot read the snapshot ids of {tables}: "
-                f"{type(exc).__name__}: {exc}",
-            )
-        return found
+        return snapshot_ids(loop.merger, tables, self.destination, self.report)
 
     def run(self) -> dict[str, Any]:
         """Connect (rollback + subscribe), drain until caught up, return the summary."""

@@ -10,7 +10,8 @@ module only says which (the merger does the skipping); a line per batch goes to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,3 +76,29 @@ def chunks_said(loop: Any) -> str:
     held = loop.chunks - loop.commits
     said = f"{loop.commits} chunks committed"
     return said + (f", {held} already in the lake (acked now)" if held else "")
+
+
+def snapshot_ids(
+    merger: Any, tables: Sequence[str], destination: str, report: Callable[[int, str], None]
+) -> dict[str, str]:
+    """Lake table -> its Iceberg snapshot id after the run's last commit to it (the newest snapshot
+    that names this destination), each as a string of its digits (a 64-bit id as a JSON number
+    loses digits wherever JSON numbers are doubles: the Airflow UI, JavaScript). Read for both
+    sources' summaries (``snapshots``); several tables at once (lake/write/runner.py:
+    TargetRunner.map). A failure is reported and leaves them out: the run is committed and acked,
+    it does not fail for this."""
+    if merger is None or not tables:
+        return {}
+    found: dict[str, str] = {}
+    try:
+        for marks in merger.runner.map(merger.committed, dict.fromkeys(tables)):
+            for name, mark in marks.items():
+                if mark is not None and mark.snapshot_id >= 0:
+                    found[name] = str(mark.snapshot_id)
+    except Exception as exc:
+        report(
+            logging.WARNING,
+            f"destination {destination}: cannot read the snapshot ids of {list(tables)}: "
+            f"{type(exc).__name__}: {exc}",
+        )
+    return found

@@ -32,7 +32,7 @@ from airflow_provider_binlog.drain.collector import CollectorPause
 from airflow_provider_binlog.drain.context import DestinationContext, run_fields, store_capacity
 from airflow_provider_binlog.drain.loop import ChunkLoop, Limits, Report
 from airflow_provider_binlog.drain.observe import Observing, RunObserver
-from airflow_provider_binlog.drain.reconcile import chunks_said, reconcile
+from airflow_provider_binlog.drain.reconcile import chunks_said, reconcile, snapshot_ids
 from airflow_provider_binlog.drain.resnapshot import clean_leftovers
 from airflow_provider_binlog.drain.snapshot import SNAPSHOT_MODES, initial_snapshot, snapshot_start_marks
 from airflow_provider_binlog.drain.source import (
@@ -510,25 +510,10 @@ class Drain:
         as a string of its digits: a 64-bit id as a JSON number loses digits wherever JSON numbers
         are doubles (the Airflow UI, JavaScript). A failure to read them is reported and leaves
         them out."""
-        merger: Any = loop.merger
         committed = [t for t, counts in loop.totals.items() if counts.get("commits")]
         committed += [t for t in self._committed_earlier(loop) if t not in committed]
         committed += [r.target for r in loop.resnapshots if not r.gone]
-        if merger is None or not committed:
-            return {}
-        found: dict[str, str] = {}
-        try:  # several tables read at once (lake/write/runner.py: TargetRunner.map)
-            for marks in merger.runner.map(merger.committed, dict.fromkeys(committed)):
-                for name, mark in marks.items():
-                    if mark is not None and mark.snapshot_id >= 0:
-                        found[name] = str(mark.snapshot_id)
-        except Exception as exc:  # the run is committed and acked: it does not fail for this
-            self.report(
-                logging.WARNING,
-                f"destination {self.destination}: cannot read the snapshot ids of {committed}: "
-                f"{type(exc).__name__}: {exc}",
-            )
-        return found
+        return snapshot_ids(loop.merger, committed, self.destination, self.report)
 
     def _lineage(self, loop: ChunkLoop) -> dict[str, Any] | None:
         """What the run committed, for lineage (:func:`..lake.verify.describe.describe_run`): the source
