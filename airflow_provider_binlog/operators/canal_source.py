@@ -9,42 +9,27 @@ spec's ``running_timeout`` for another reader) so that no sensor's peek rolls ba
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_binlog.operators.run_source import RunSource
+
 if TYPE_CHECKING:
-    from airflow_provider_binlog.drain.loop import Report
-    from airflow_provider_binlog.drain.run import RunSettings
-    from airflow_provider_binlog.operators.spec import Routing, RunSpec
+    from airflow_provider_binlog.operators.spec import RunSpec
 
 
-class CanalSource:
+class CanalSource(RunSource):
     """A run of ``spec`` against its canal server (made by :func:`.sources.open_source`).
 
-    :param spec: the run's specification.
-    :param settings: the run's settings (its limits and label are used).
-    :param routing: the spec's routing.
-    :param spark: starts (or joins) the SparkSession.
-    :param report: ``report(level, line)``.
+    Its parameters are :class:`~.run_source.RunSource`'s.
     """
 
     lineage = False  #: the summary holds no lineage (no source schema is read)
     instance = None  #: no instance of ours: the canal server reads the binlog
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        settings: RunSettings,
-        routing: Routing,
-        *,
-        spark: Callable[[], Any],
-        report: Report,
-    ) -> None:
+    def make_hook(self, spec: RunSpec) -> Any:
         from airflow_provider_binlog.hooks.canal import CanalHook
 
-        self.spec, self.settings, self.routing = spec, settings, routing
-        self.spark, self.report = spark, report
-        self.hook = CanalHook(str(spec.canal_conn_id))
+        return CanalHook(str(spec.canal_conn_id))
 
     def run(self, stop_at: Any = "head") -> dict[str, Any]:
         """Drain until caught up (a canal server has no head to stop at: ``stop_at`` is not used).

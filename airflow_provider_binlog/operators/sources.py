@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_binlog.operators.canal_source import CanalSource
+from airflow_provider_binlog.operators.run_source import RunSource
 
 if TYPE_CHECKING:
     from airflow_provider_binlog.canal.instance import CanalInstance
@@ -19,29 +20,22 @@ if TYPE_CHECKING:
     from airflow_provider_binlog.operators.spec import Routing, RunSpec
 
 
-class BinlogSource:
+class BinlogSource(RunSource):
     """A run of ``spec`` from the MySQL binlog: the destination's instance from
     :class:`~..hooks.binlog.BinlogHook` (its run fields set as it is built, :mod:`..drain.context`),
     the archive when ``archive_uri`` is given, then :class:`~..drain.run.Drain`. The parameters are
-    :class:`~.canal_source.CanalSource`'s."""
+    :class:`~.run_source.RunSource`'s."""
 
     lineage = True  #: the summary's ``lineage`` (the OpenLineage facets read it)
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        settings: RunSettings,
-        routing: Routing,
-        *,
-        spark: Callable[[], Any],
-        report: Report,
-    ) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instance: CanalInstance | None = None  # while it runs
+
+    def make_hook(self, spec: RunSpec) -> Any:
         from airflow_provider_binlog.hooks.binlog import BinlogHook
 
-        self.spec, self.settings, self.routing = spec, settings, routing
-        self.spark, self.report = spark, report
-        self.hook = BinlogHook(spec.mysql_conn_id, spec.zookeeper_conn_id, spec.meta_dir, spec.server_id)
-        self.instance: CanalInstance | None = None  # while it runs
+        return BinlogHook(spec.mysql_conn_id, spec.zookeeper_conn_id, spec.meta_dir, spec.server_id)
 
     def run(self, stop_at: Any = "head") -> dict[str, Any]:
         """Drain to ``stop_at``; the summary of :meth:`~..drain.run.Drain.run`."""
